@@ -1,0 +1,127 @@
+package abi
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+)
+
+// Frame layout (all integers little-endian u32):
+//
+//	magic   "CHF" + byte(Major)
+//	hlen    length of the header
+//	header  hlen bytes of UTF-8 JSON
+//	nblobs  number of blobs
+//	nblobs × (blen, blen bytes)
+//
+// The header refers to blob i by the JSON number i. See abi/README.md.
+
+// MaxFrameSize bounds any frame the host or the SDK will decode.
+const MaxFrameSize = 1 << 30
+
+var frameMagic = [4]byte{'C', 'H', 'F', byte(Major)}
+
+// frameWriter collects blobs while a document's header is being built.
+type frameWriter struct {
+	blobs [][]byte
+}
+
+// blob records b and returns its index, or nil for empty content so that
+// the header omits the field.
+func (w *frameWriter) blob(b []byte) *int {
+	if len(b) == 0 {
+		return nil
+	}
+	i := len(w.blobs)
+	w.blobs = append(w.blobs, b)
+	return &i
+}
+
+func (w *frameWriter) str(s string) *int { return w.blob([]byte(s)) }
+
+// finish lays out the frame.
+func (w *frameWriter) finish(header any) ([]byte, error) {
+	h, err := json.Marshal(header)
+	if err != nil {
+		return nil, fmt.Errorf("abi: encode header: %w", err)
+	}
+	size := 4 + 4 + len(h) + 4
+	for _, b := range w.blobs {
+		size += 4 + len(b)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, frameMagic[:]...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(h)))
+	out = append(out, h...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(w.blobs)))
+	for _, b := range w.blobs {
+		out = binary.LittleEndian.AppendUint32(out, uint32(len(b)))
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+// frameReader resolves blob references of a decoded frame. Blobs alias the
+// frame's bytes.
+type frameReader struct {
+	header []byte
+	blobs  [][]byte
+}
+
+func readFrame(b []byte) (*frameReader, error) {
+	if len(b) > MaxFrameSize {
+		return nil, fmt.Errorf("%w: %d bytes is over the %d byte limit", ErrMalformed, len(b), MaxFrameSize)
+	}
+	if len(b) < 12 {
+		return nil, fmt.Errorf("%w: %d bytes is shorter than the smallest frame", ErrMalformed, len(b))
+	}
+	if [4]byte(b[:4]) != frameMagic {
+		if b[0] == 'C' && b[1] == 'H' && b[2] == 'F' {
+			return nil, fmt.Errorf("%w: frame is ABI v%d, host speaks v%d", ErrMalformed, b[3], Major)
+		}
+		return nil, fmt.Errorf("%w: bad magic %q", ErrMalformed, b[:4])
+	}
+	rest := b[4:]
+	hlen := binary.LittleEndian.Uint32(rest)
+	rest = rest[4:]
+	if uint64(hlen) > uint64(len(rest)) {
+		return nil, fmt.Errorf("%w: header length %d runs past the frame end", ErrMalformed, hlen)
+	}
+	r := &frameReader{header: rest[:hlen]}
+	rest = rest[hlen:]
+	if len(rest) < 4 {
+		return nil, fmt.Errorf("%w: missing blob count", ErrMalformed)
+	}
+	n := binary.LittleEndian.Uint32(rest)
+	rest = rest[4:]
+	if uint64(n)*4 > uint64(len(rest)) {
+		return nil, fmt.Errorf("%w: %d blobs cannot fit in %d bytes", ErrMalformed, n, len(rest))
+	}
+	r.blobs = make([][]byte, 0, n)
+	for i := uint32(0); i < n; i++ {
+		if len(rest) < 4 {
+			return nil, fmt.Errorf("%w: blob %d has no length", ErrMalformed, i)
+		}
+		l := binary.LittleEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(l) > uint64(len(rest)) {
+			return nil, fmt.Errorf("%w: blob %d length %d runs past the frame end", ErrMalformed, i, l)
+		}
+		r.blobs = append(r.blobs, rest[:l:l])
+		rest = rest[l:]
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(rest))
+	}
+	return r, nil
+}
+
+func (r *frameReader) blob(ref *int) ([]byte, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	if *ref < 0 || *ref >= len(r.blobs) {
+		return nil, fmt.Errorf("%w: blob reference %d out of range (frame has %d)", ErrMalformed, *ref, len(r.blobs))
+	}
+	return r.blobs[*ref], nil
+}
