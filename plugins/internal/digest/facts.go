@@ -1,0 +1,66 @@
+package digest
+
+import (
+	"strings"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// Facts is everything the offline strategies take from a summarize request.
+type Facts struct {
+	Kind string
+	// Latest is the last user request of the folded messages; HasRequest
+	// is false when they hold none.
+	Latest     Request
+	HasRequest bool
+	Requests   []Request
+	Calls      []Call
+	Tools      []ToolCount
+	// Files merges the host's record with what the messages show.
+	Files       abi.FileOps
+	Errors      []ErrorNote
+	Decisions   []Statement
+	Open        []Statement
+	Constraints []Statement
+	Turns       []Turn
+	// Previous holds the summaries to merge: the request's previous
+	// summary, then any summary messages among the folded ones.
+	Previous []string
+	Focus    []string
+}
+
+// Gather extracts the facts of req.
+func Gather(req *abi.SummarizeRequest) *Facts {
+	msgs := req.Messages
+	f := &Facts{Kind: req.Kind}
+	f.Requests = Requests(msgs)
+	if n := len(f.Requests); n > 0 {
+		f.Latest, f.HasRequest = f.Requests[n-1], true
+	}
+	f.Calls = Calls(msgs)
+	f.Tools = CountTools(f.Calls)
+	f.Files = FileOps(msgs, req.FileOps)
+	f.Errors = Errors(msgs)
+	f.Decisions = Decisions(msgs)
+	f.Open = OpenItems(msgs)
+	f.Constraints = Constraints(msgs)
+	f.Turns = Turns(msgs)
+	f.Focus = FocusTerms(req.Focus)
+	if s := strings.TrimSpace(req.PreviousSummary); s != "" {
+		f.Previous = append(f.Previous, s)
+	}
+	for _, m := range msgs {
+		if t := strings.TrimSpace(textOf(m)); t != "" && (m.Summary || m.Role == abi.RoleUser && IsSummaryText(t)) {
+			f.Previous = append(f.Previous, t)
+		}
+	}
+	return f
+}
+
+// Last returns the last n of list.
+func Last[T any](list []T, n int) []T {
+	if len(list) > n {
+		return list[len(list)-n:]
+	}
+	return list
+}

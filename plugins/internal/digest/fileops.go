@@ -1,0 +1,316 @@
+package digest
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// FileOps returns the files msgs show being read and modified, merged after
+// known (the host's cumulative record, which comes first and wins). A file
+// both read and modified is listed as modified only. Order is first
+// appearance.
+func FileOps(msgs []abi.Message, known abi.FileOps) abi.FileOps {
+	var s opSet
+	for _, p := range known.Modified {
+		s.modify(p)
+	}
+	for _, p := range known.Read {
+		s.read(p)
+	}
+	openFile := ""
+	for _, c := range Calls(msgs) {
+		callOps(c, &s, &openFile)
+	}
+	return s.ops()
+}
+
+// MergeFileOps unions a and b, keeping a's order first.
+func MergeFileOps(a, b abi.FileOps) abi.FileOps {
+	var s opSet
+	for _, ops := range []abi.FileOps{a, b} {
+		for _, p := range ops.Modified {
+			s.modify(p)
+		}
+	}
+	for _, ops := range []abi.FileOps{a, b} {
+		for _, p := range ops.Read {
+			s.read(p)
+		}
+	}
+	return s.ops()
+}
+
+// CallModifies returns the files one call modifies, as far as its input shows.
+func CallModifies(c Call) []string {
+	var s opSet
+	open := ""
+	callOps(c, &s, &open)
+	return s.modified
+}
+
+type opSet struct {
+	reads, modified []string
+	seen           map[string]bool // true: modified
+}
+
+func (s *opSet) modify(p string) {
+	p = cleanPath(p)
+	if p == "" {
+		return
+	}
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
+	if mod, ok := s.seen[p]; ok && mod {
+		return
+	}
+	s.seen[p] = true
+	s.modified = append(s.modified, p)
+}
+
+func (s *opSet) read(p string) {
+	p = cleanPath(p)
+	if p == "" {
+		return
+	}
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
+	if _, ok := s.seen[p]; ok {
+		return
+	}
+	s.seen[p] = false
+	s.reads = append(s.reads, p)
+}
+
+func (s *opSet) ops() abi.FileOps {
+	var out abi.FileOps
+	for _, p := range s.reads {
+		if !s.seen[p] {
+			out.Read = append(out.Read, p)
+		}
+	}
+	out.Modified = append(out.Modified, s.modified...)
+	return out
+}
+
+func cleanPath(p string) string {
+	p = strings.TrimSpace(p)
+	p = strings.Trim(p, "`'\"")
+	return p
+}
+
+// callOps records what one call did to files. openFile carries SWE-agent's
+// notion of the open file from one call to the next.
+func callOps(c Call, s *opSet, openFile *string) {
+	name := strings.ToLower(c.Name)
+	if patch := patchText(c); patch != "" {
+		for _, p := range PatchFiles(patch) {
+			s.modify(p)
+		}
+		return
+	}
+	if path := c.Path(); path != "" {
+		switch {
+		case name == "str_replace_editor" || name == "str_replace_based_edit_tool":
+			if c.Str("command") == "view" {
+				s.read(path)
+			} else {
+				s.modify(path)
+			}
+		case isModifyTool(name):
+			s.modify(path)
+		case isReadTool(name):
+			s.read(path)
+		}
+		return
+	}
+	if c.Command != "" {
+		shellOps(c.Command, s, openFile)
+	}
+}
+
+func isModifyTool(name string) bool {
+	for _, w := range []string{"edit", "write", "create", "patch", "replace", "insert", "delete", "notebook"} {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
+
+func isReadTool(name string) bool {
+	for _, w := range []string{"read", "view", "open", "cat"} {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// patchText returns the patch a call applies, in the apply_patch format
+// ("*** Begin Patch"), whether it is the raw input, an input field or a
+// shell here-document.
+func patchText(c Call) string {
+	for _, s := range []string{c.RawInput, c.Str("input"), c.Str("patch"), c.Command} {
+		if strings.Contains(s, "*** Begin Patch") {
+			return s
+		}
+	}
+	return ""
+}
+
+// PatchFiles lists the files an apply_patch patch adds, updates, deletes or
+// moves to.
+func PatchFiles(patch string) []string {
+	var out []string
+	for _, line := range strings.Split(patch, "\n") {
+		line = strings.TrimRight(line, "\r")
+		for _, p := range []string{"*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "} {
+			if rest, ok := strings.CutPrefix(line, p); ok {
+				out = append(out, strings.TrimSpace(rest))
+			}
+		}
+	}
+	return out
+}
+
+// shellOps recognises the commands that plainly write a file: redirections,
+// tee, touch, sed -i and perl -i, and the file commands of SWE-agent's
+// interface (open, create, edit).
+func shellOps(cmd string, s *opSet, openFile *string) {
+	cmd = stripHeredocs(cmd)
+	first := strings.Fields(cmd)
+	if len(first) >= 2 {
+		switch first[0] {
+		case "open":
+			*openFile = first[1]
+			s.read(first[1])
+			return
+		case "create":
+			*openFile = first[1]
+			s.modify(first[1])
+			return
+		}
+	}
+	if len(first) >= 1 && first[0] == "edit" && *openFile != "" {
+		s.modify(*openFile)
+		return
+	}
+	for _, simple := range splitSimple(unquote(cmd)) {
+		words := strings.Fields(simple)
+		for i := 0; i < len(words); i++ {
+			w := words[i]
+			target := ""
+			switch {
+			case w == ">" || w == ">>" || w == "1>" || w == "1>>":
+				if i+1 < len(words) {
+					target = words[i+1]
+				}
+			case strings.HasPrefix(w, ">") && !strings.HasPrefix(w, ">&"):
+				target = strings.TrimLeft(w, ">")
+			}
+			if target != "" && pathLike(target) {
+				s.modify(target)
+			}
+		}
+		if len(words) == 0 {
+			continue
+		}
+		switch words[0] {
+		case "tee", "touch":
+			for _, w := range words[1:] {
+				if !strings.HasPrefix(w, "-") && pathLike(w) {
+					s.modify(w)
+				}
+			}
+		case "sed", "perl":
+			inPlace := false
+			for _, w := range words[1:] {
+				if strings.HasPrefix(w, "-i") || (words[0] == "perl" && strings.HasPrefix(w, "-p") && strings.Contains(w, "i")) {
+					inPlace = true
+				}
+			}
+			if inPlace {
+				for _, w := range words[1:] {
+					if !strings.HasPrefix(w, "-") && w != quoted && pathLike(w) {
+						s.modify(w)
+					}
+				}
+			}
+		}
+	}
+}
+
+// quoted stands for a quoted string once unquote has removed it.
+const quoted = "\x00q"
+
+// unquote replaces every quoted string of a shell command by the word
+// quoted, so that operators inside quotes are not read as operators.
+func unquote(cmd string) string {
+	var b strings.Builder
+	for i := 0; i < len(cmd); i++ {
+		ch := cmd[i]
+		if ch == '\'' || ch == '"' {
+			j := strings.IndexByte(cmd[i+1:], ch)
+			if j < 0 {
+				break
+			}
+			b.WriteString(" " + quoted + " ")
+			i += j + 1
+			continue
+		}
+		b.WriteByte(ch)
+	}
+	return b.String()
+}
+
+// splitSimple splits a command line into simple commands at ; & | and newlines.
+func splitSimple(cmd string) []string {
+	return strings.FieldsFunc(cmd, func(r rune) bool {
+		return r == ';' || r == '&' || r == '|' || r == '\n' || r == '(' || r == ')'
+	})
+}
+
+// stripHeredocs drops the bodies of here-documents, keeping the lines that
+// open them.
+func stripHeredocs(cmd string) string {
+	if !strings.Contains(cmd, "<<") {
+		return cmd
+	}
+	lines := strings.Split(cmd, "\n")
+	var out []string
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		out = append(out, line)
+		j := strings.Index(line, "<<")
+		if j < 0 || strings.HasPrefix(line[j:], "<<<") {
+			continue
+		}
+		delim := strings.TrimLeft(line[j+2:], "-~ ")
+		delim = strings.Trim(strings.Fields(delim + " x")[0], `'"`)
+		if delim == "" || delim == "x" {
+			continue
+		}
+		for i+1 < len(lines) && strings.TrimSpace(lines[i+1]) != delim {
+			i++
+		}
+		i++ // the terminator
+	}
+	return strings.Join(out, "\n")
+}
+
+// pathLike reports whether w looks like a file a command writes: not a
+// device, a descriptor, a variable or a number.
+func pathLike(w string) bool {
+	w = strings.Trim(w, `'"`)
+	if w == "" || w == quoted || strings.HasPrefix(w, "/dev/") || strings.HasPrefix(w, "&") || strings.HasPrefix(w, "$") || strings.HasPrefix(w, "-") {
+		return false
+	}
+	if _, err := strconv.ParseFloat(w, 64); err == nil {
+		return false
+	}
+	return strings.ContainsAny(w, "./") && !strings.ContainsAny(w, "<>*?{}`=\x00")
+}

@@ -1,0 +1,172 @@
+package digest
+
+import (
+	"strings"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// Statement is a sentence of the conversation kept verbatim.
+type Statement struct {
+	Index int
+	Text  string
+}
+
+var (
+	// Sentences that record a choice and, often, its reason.
+	decisionMarkers = []string{
+		"decided", "decision", "instead", "rather than", "chose ", "chosen", "going with", "switch to",
+		"switched to", "the fix is", "root cause", "the approach", "approach is", "because", "so that",
+	}
+	// Sentences that leave something open wherever they appear.
+	openMarkers = []string{
+		"todo", "fixme", "still need", "not yet", "remaining", "pending", "follow-up", "follow up",
+		"next step", "left to do", "later", "blocked",
+	}
+	// Sentences that announce work; open only when they come last.
+	intentMarkers = []string{"i'll ", "i will ", "next,", "next ", "let me ", "we need to", "need to", "going to"}
+	// Sentences of the user that set a rule.
+	constraintMarkers = []string{
+		"must", "should", "don't", "do not", "never", "always", "make sure", "without", "only ",
+		"avoid", "no need", "required", "requirement", "keep ", "instead",
+	}
+)
+
+// Decisions returns the assistant's sentences that state a decision.
+func Decisions(msgs []abi.Message) []Statement {
+	var out []Statement
+	for i, m := range msgs {
+		if m.Role != abi.RoleAssistant {
+			continue
+		}
+		for _, s := range sentences(textOf(m)) {
+			if hasMarker(s, decisionMarkers) {
+				out = appendStatement(out, Statement{i, s})
+			}
+		}
+	}
+	return out
+}
+
+// OpenItems returns what the conversation leaves open: assistant sentences
+// that mark unfinished work anywhere, and the announced next steps of the
+// last assistant message that has text.
+func OpenItems(msgs []abi.Message) []Statement {
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == abi.RoleAssistant && strings.TrimSpace(textOf(msgs[i])) != "" {
+			last = i
+			break
+		}
+	}
+	var out []Statement
+	for i, m := range msgs {
+		if m.Role != abi.RoleAssistant {
+			continue
+		}
+		for _, s := range sentences(textOf(m)) {
+			if hasMarker(s, openMarkers) || (i == last && hasMarker(s, intentMarkers)) {
+				out = appendStatement(out, Statement{i, s})
+			}
+		}
+	}
+	return out
+}
+
+// Constraints returns the sentences of the user's requests that set rules.
+func Constraints(msgs []abi.Message) []Statement {
+	var out []Statement
+	for _, r := range Requests(msgs) {
+		for _, s := range sentences(r.Text) {
+			if hasMarker(s, constraintMarkers) {
+				out = appendStatement(out, Statement{r.Index, s})
+			}
+		}
+	}
+	return out
+}
+
+func appendStatement(list []Statement, s Statement) []Statement {
+	for _, x := range list {
+		if x.Text == s.Text {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+func hasMarker(s string, markers []string) bool {
+	lower := strings.ToLower(s)
+	for _, m := range markers {
+		if strings.Contains(lower, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// textOf joins the text blocks of m.
+func textOf(m abi.Message) string {
+	var parts []string
+	for _, b := range m.Content {
+		if b.Type == abi.BlockText {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// sentences splits prose into sentences of 12 to 400 bytes, one line each.
+// Code blocks, tables and headings are skipped: they are not statements.
+func sentences(text string) []string {
+	var out []string
+	inCode := false
+	for _, line := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "```") {
+			inCode = !inCode
+			continue
+		}
+		if inCode || t == "" || strings.HasPrefix(t, "|") || strings.HasPrefix(t, "#") || strings.HasPrefix(line, "    ") {
+			continue
+		}
+		t = strings.TrimLeft(t, "-*•> ")
+		start := 0
+		for i := 0; i < len(t); i++ {
+			switch t[i] {
+			case '.', '!', '?':
+				if sentenceEnd(t, i) {
+					out = appendSentence(out, t[start:i+1])
+					start = i + 1
+				}
+			}
+		}
+		out = appendSentence(out, t[start:])
+	}
+	return out
+}
+
+func appendSentence(out []string, s string) []string {
+	s = strings.TrimSpace(s)
+	if len(s) < 12 || len(s) > 400 {
+		return out
+	}
+	return append(out, s)
+}
+
+// sentenceEnd reports whether the punctuation at s[i] ends a sentence: it
+// is last, or followed by a space and a word that does not start in lower
+// case (so "./... passes" and "e.g. this" do not split).
+func sentenceEnd(s string, i int) bool {
+	if i+1 == len(s) {
+		return true
+	}
+	if s[i+1] != ' ' {
+		return false
+	}
+	j := i + 1
+	for j < len(s) && s[j] == ' ' {
+		j++
+	}
+	return j == len(s) || !(s[j] >= 'a' && s[j] <= 'z')
+}

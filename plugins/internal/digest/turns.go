@@ -1,0 +1,143 @@
+package digest
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// ToolCount is how often one tool was called.
+type ToolCount struct {
+	Name  string
+	Count int
+}
+
+// CountTools counts calls by tool name, most used first, then by name.
+func CountTools(calls []Call) []ToolCount {
+	counts := map[string]int{}
+	for _, c := range calls {
+		name := c.Name
+		if name == "" {
+			name = "(unnamed)"
+		}
+		counts[name]++
+	}
+	out := make([]ToolCount, 0, len(counts))
+	for n, c := range counts {
+		out = append(out, ToolCount{n, c})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// FormatTools writes counts as "Bash ×3, Read ×2".
+func FormatTools(counts []ToolCount) string {
+	parts := make([]string, len(counts))
+	for i, c := range counts {
+		parts[i] = fmt.Sprintf("%s ×%d", c.Name, c.Count)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Turn is one user request and what followed it up to the next request.
+type Turn struct {
+	// Start and End bound the turn's messages: msgs[Start:End].
+	Start, End int
+	// Request is the user's request; "" for messages before the first one.
+	Request  string
+	Tools    []ToolCount
+	Modified []string
+	Errors   int
+	// Outcome is the last thing the assistant said in the turn.
+	Outcome string
+}
+
+// Turns splits msgs at user requests.
+func Turns(msgs []abi.Message) []Turn {
+	reqs := Requests(msgs)
+	var bounds []Request
+	if len(reqs) == 0 || reqs[0].Index > 0 {
+		bounds = append(bounds, Request{Index: 0})
+	}
+	bounds = append(bounds, reqs...)
+	var turns []Turn
+	for i, r := range bounds {
+		end := len(msgs)
+		if i+1 < len(bounds) {
+			end = bounds[i+1].Index
+		}
+		if r.Index >= end {
+			continue
+		}
+		part := msgs[r.Index:end]
+		calls := Calls(part)
+		t := Turn{Start: r.Index, End: end, Request: r.Text, Tools: CountTools(calls)}
+		var ops opSet
+		open := ""
+		for _, c := range calls {
+			callOps(c, &ops, &open)
+		}
+		t.Modified = ops.modified
+		t.Errors = len(Errors(part))
+		for j := len(part) - 1; j >= 0; j-- {
+			if part[j].Role == abi.RoleAssistant {
+				if s := strings.TrimSpace(textOf(part[j])); s != "" {
+					t.Outcome = s
+					break
+				}
+			}
+		}
+		turns = append(turns, t)
+	}
+	return turns
+}
+
+// Line describes the turn on one line for a narrative, with the request
+// and the outcome clipped to max bytes each.
+func (t Turn) Line(max int) string {
+	var b strings.Builder
+	if t.Request != "" {
+		fmt.Fprintf(&b, "User: “%s”", ClipHead(OneLine(t.Request), max))
+	} else {
+		b.WriteString("(Continuing from before.)")
+	}
+	if len(t.Tools) > 0 {
+		fmt.Fprintf(&b, " Tools: %s.", FormatTools(t.Tools))
+	}
+	if len(t.Modified) > 0 {
+		fmt.Fprintf(&b, " Modified %s.", codeList(t.Modified, 6))
+	}
+	if t.Errors > 0 {
+		fmt.Fprintf(&b, " %d error%s.", t.Errors, plural(t.Errors))
+	}
+	if t.Outcome != "" {
+		fmt.Fprintf(&b, " Assistant: “%s”", FirstSentence(t.Outcome, max))
+	}
+	return b.String()
+}
+
+func codeList(items []string, max int) string {
+	var parts []string
+	for i, s := range items {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(items)-max))
+			break
+		}
+		parts = append(parts, "`"+s+"`")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
