@@ -1,0 +1,473 @@
+package wasmrt
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/pluginapi"
+)
+
+// Module is a handle to a loaded wasm plugin. It is safe for concurrent
+// use; Close releases the handle.
+type Module struct {
+	*module
+	once    sync.Once
+	release func()
+}
+
+// Close releases this handle; the plugin's runtime closes with the last
+// handle of the same bytes.
+func (m *Module) Close() { m.once.Do(m.release) }
+
+// module is one compiled plugin in its own runtime.
+type module struct {
+	cfg      Config
+	path     string
+	logger   *slog.Logger
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	info     abi.Info
+	exports  map[string]bool
+
+	idle chan *instance
+	// slots bounds the number of live instances.
+	slots chan struct{}
+}
+
+var (
+	hostModuleRE = regexp.MustCompile(`^compact_host_v(\d+)$`)
+	markerRE     = regexp.MustCompile(`^compact_plugin_abi_v(\d+)$`)
+)
+
+const wasiModule = wasi_snapshot_preview1.ModuleName
+
+func (e *Engine) load(ctx context.Context, path string, bin []byte) (*module, error) {
+	cfg := e.cfg
+	fail := func(kind error, format string, args ...any) (*module, error) {
+		return nil, &pluginapi.Error{Kind: kind, Path: path, Op: "load", Err: fmt.Errorf(format, args...)}
+	}
+	// The runtime allows the whole 32-bit space and the instance's memory
+	// allocator (limitedMemory) enforces the plugin's limit instead: wazero
+	// refuses a grow past its own limit without telling anyone, while the
+	// allocator can remember that it refused, which tells a memory-limit
+	// failure from any other trap.
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+		WithCompilationCache(e.cache).
+		WithMemoryLimitPages(maxPages).
+		WithCloseOnContextDone(true))
+	m := &module{cfg: cfg, path: path, rt: rt, logger: cfg.Logger.With("path", path)}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = rt.Close(context.Background())
+		}
+	}()
+	compiled, err := rt.CompileModule(ctx, bin)
+	if err != nil {
+		return fail(pluginapi.ErrInvalidPlugin, "compile: %w", err)
+	}
+	m.compiled = compiled
+	if err := m.checkABI(); err != nil {
+		return nil, &pluginapi.Error{Kind: errorKind(err), Path: path, Op: "load", Err: err}
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return fail(pluginapi.ErrInvalidPlugin, "instantiate WASI: %w", err)
+	}
+	if err := m.instantiateHostModule(ctx); err != nil {
+		return fail(pluginapi.ErrInvalidPlugin, "instantiate %s: %w", abi.HostModule, err)
+	}
+	m.idle = make(chan *instance, cfg.MaxInstances)
+	m.slots = make(chan struct{}, cfg.MaxInstances)
+
+	out, err := m.Call(ctx, nil, abi.ExportInfo, nil)
+	if err != nil {
+		return nil, pluginapi.Located(err, "", path)
+	}
+	if err := abi.Decode(out, &m.info); err != nil {
+		return fail(pluginapi.ErrMalformedOutput, "info: %w", err)
+	}
+	if m.info.ABIMajor != abi.Major {
+		return fail(pluginapi.ErrVersionMismatch, "%w", &pluginapi.VersionError{Want: m.info.ABIMajor, Have: abi.Major})
+	}
+	for kind, export := range map[string]string{abi.KindStrategy: abi.ExportSummarize, abi.KindTruncator: abi.ExportTruncate} {
+		if m.info.Has(kind) && !m.exports[export] {
+			return fail(pluginapi.ErrInvalidPlugin, "declares kind %q but does not export %s", kind, export)
+		}
+	}
+	m.logger = m.logger.With("plugin", m.info.Name)
+	ok = true
+	return m, nil
+}
+
+// Info is what the plugin said about itself at load.
+func (m *module) Info() abi.Info { return m.info }
+
+// versionError marks a checkABI failure that is a version mismatch.
+type versionError struct{ *pluginapi.VersionError }
+
+func (e versionError) Unwrap() error { return e.VersionError }
+
+func errorKind(err error) error {
+	if errors.As(err, new(versionError)) {
+		return pluginapi.ErrVersionMismatch
+	}
+	return pluginapi.ErrInvalidPlugin
+}
+
+// checkABI reads the compiled module's imports and exports, before any of
+// its code runs: the major version is in their names.
+func (m *module) checkABI() error {
+	for _, f := range m.compiled.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		switch {
+		case mod == abi.HostModule:
+			if !hostFunctions[name] {
+				return fmt.Errorf("imports %s.%s, which this host (ABI v%d.%d) does not provide", mod, name, abi.Major, abi.Minor)
+			}
+		case mod == wasiModule:
+		case hostModuleRE.MatchString(mod):
+			want, _ := strconv.Atoi(hostModuleRE.FindStringSubmatch(mod)[1])
+			return versionError{&pluginapi.VersionError{Want: want, Have: abi.Major}}
+		default:
+			return fmt.Errorf("imports module %q, which the host does not provide", mod)
+		}
+	}
+	exports := m.compiled.ExportedFunctions()
+	if _, ok := exports[abi.ExportMarker]; !ok {
+		for name := range exports {
+			if sub := markerRE.FindStringSubmatch(name); sub != nil {
+				want, _ := strconv.Atoi(sub[1])
+				return versionError{&pluginapi.VersionError{Want: want, Have: abi.Major}}
+			}
+		}
+		return fmt.Errorf("does not export %s: not a compact-host plugin", abi.ExportMarker)
+	}
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	signatures := map[string][2][]api.ValueType{
+		abi.ExportAlloc:     {{i32}, {i32}},
+		abi.ExportFree:      {{i32}, nil},
+		abi.ExportInfo:      {nil, {i64}},
+		abi.ExportSummarize: {{i32, i32}, {i64}},
+		abi.ExportTruncate:  {{i32, i32}, {i64}},
+	}
+	m.exports = map[string]bool{}
+	for name, sig := range signatures {
+		def, ok := exports[name]
+		if !ok {
+			continue
+		}
+		if !equalTypes(def.ParamTypes(), sig[0]) || !equalTypes(def.ResultTypes(), sig[1]) {
+			return fmt.Errorf("export %s has signature %v -> %v, want %v -> %v", name,
+				typeNames(def.ParamTypes()), typeNames(def.ResultTypes()), typeNames(sig[0]), typeNames(sig[1]))
+		}
+		m.exports[name] = true
+	}
+	for _, name := range []string{abi.ExportAlloc, abi.ExportFree, abi.ExportInfo} {
+		if !m.exports[name] {
+			return fmt.Errorf("does not export %s", name)
+		}
+	}
+	for _, mem := range m.compiled.ExportedMemories() {
+		if mem.Min() > m.cfg.MemoryLimitPages {
+			return fmt.Errorf("memory starts at %d pages, over the limit of %d", mem.Min(), m.cfg.MemoryLimitPages)
+		}
+	}
+	return nil
+}
+
+func equalTypes(a, b []api.ValueType) bool { return bytes.Equal(a, b) }
+
+func typeNames(ts []api.ValueType) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = api.ValueTypeName(t)
+	}
+	return out
+}
+
+// instance is one instantiation of a module; it serves one call at a time.
+type instance struct {
+	mod        api.Module
+	alloc      api.Function
+	free       api.Function
+	exports    map[string]api.Function
+	memory     *limitedMemory
+	stderrTail *tailWriter
+	stack      [2]uint64
+}
+
+func (m *module) newInstance(ctx context.Context) (*instance, error) {
+	inst := &instance{stderrTail: &tailWriter{}}
+	alloc := experimental.MemoryAllocatorFunc(func(capBytes, maxBytes uint64) experimental.LinearMemory {
+		inst.memory = &limitedMemory{limit: uint64(m.cfg.MemoryLimitPages) * pageSize}
+		return inst.memory
+	})
+	stdout := &pluginapi.LineWriter{Logger: m.logger.With("stream", "stdout"), Level: slog.LevelInfo}
+	stderr := &pluginapi.LineWriter{Logger: m.logger.With("stream", "stderr"), Level: slog.LevelInfo}
+	// No file system, environment or arguments: only the clocks, random
+	// bytes and the two output streams reach the plugin.
+	config := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions("_initialize").
+		WithStdout(stdout).
+		WithStderr(teeWriter{stderr, inst.stderrTail}).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithRandSource(rand.Reader)
+	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, alloc), m.compiled, config)
+	if err != nil {
+		return nil, m.callError(ctx, inst, "instantiate", err)
+	}
+	inst.mod = mod
+	if inst.memory != nil && inst.memory.hitLimit {
+		_ = mod.Close(context.Background())
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrMemoryLimit, Op: "instantiate", Err: fmt.Errorf("initial memory is over %d pages", m.cfg.MemoryLimitPages)}
+	}
+	inst.alloc = mod.ExportedFunction(abi.ExportAlloc)
+	inst.free = mod.ExportedFunction(abi.ExportFree)
+	inst.exports = map[string]api.Function{}
+	for _, name := range []string{abi.ExportInfo, abi.ExportSummarize, abi.ExportTruncate} {
+		if f := mod.ExportedFunction(name); f != nil {
+			inst.exports[name] = f
+		}
+	}
+	return inst, nil
+}
+
+// get returns an idle instance, or a new one while there are free slots,
+// or waits for one.
+func (m *module) get(ctx context.Context) (*instance, error) {
+	select {
+	case inst := <-m.idle:
+		return inst, nil
+	default:
+	}
+	select {
+	case inst := <-m.idle:
+		return inst, nil
+	case m.slots <- struct{}{}:
+		inst, err := m.newInstance(ctx)
+		if err != nil {
+			<-m.slots
+			return nil, err
+		}
+		return inst, nil
+	case <-ctx.Done():
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: "wait for an instance", Err: ctx.Err()}
+	}
+}
+
+// put returns a healthy instance to the pool, or drops it when its memory
+// grew past the recycle size: Go plugins never give memory back, so a big
+// call would otherwise pin that memory for the instance's life.
+func (m *module) put(inst *instance) {
+	if inst.mod.Memory() != nil && uint64(inst.mod.Memory().Size()) > m.cfg.RecycleBytes {
+		m.discard(inst)
+		return
+	}
+	m.idle <- inst
+}
+
+func (m *module) discard(inst *instance) {
+	if inst.mod != nil {
+		_ = inst.mod.Close(context.Background())
+	}
+	<-m.slots
+}
+
+func (m *module) close(ctx context.Context) {
+	_ = m.rt.Close(ctx)
+}
+
+// callKey carries the callState of a call to the host functions.
+type callKey struct{}
+
+type callState struct {
+	svc     pluginapi.Services
+	pending []byte // answer of the last host call, waiting for result
+}
+
+// Call runs export with the request frame and returns a copy of the
+// answer frame. ctx bounds the call: when it is done the instance is
+// closed and discarded. svc answers the plugin's host calls.
+func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string, frame []byte) ([]byte, error) {
+	inst, err := m.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fn := inst.exports[export]
+	if fn == nil {
+		m.put(inst)
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrPluginError, Op: opName(export),
+			Err: abi.Errorf(abi.CodeUnsupported, "plugin does not export %s", export)}
+	}
+	callCtx := context.WithValue(ctx, callKey{}, &callState{svc: svc})
+	out, err := m.call(callCtx, inst, fn, export, frame)
+	if err != nil {
+		var pe *pluginapi.Error
+		if errors.As(err, &pe) && pe.Kind == pluginapi.ErrOutputTooLarge {
+			m.put(inst) // the instance freed its answer and is sound
+		} else {
+			m.discard(inst)
+		}
+		return nil, err
+	}
+	m.put(inst)
+	return out, nil
+}
+
+func (m *module) call(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
+	op := opName(export)
+	stack := inst.stack[:]
+	if export != abi.ExportInfo {
+		stack[0] = uint64(len(frame))
+		if err := inst.alloc.CallWithStack(ctx, stack); err != nil {
+			return nil, m.callError(ctx, inst, op, err)
+		}
+		ptr := uint32(stack[0])
+		if !inst.mod.Memory().Write(ptr, frame) {
+			return nil, &pluginapi.Error{Kind: pluginapi.ErrMalformedOutput, Op: op,
+				Err: fmt.Errorf("%s(%d) returned %#x, outside the plugin's memory", abi.ExportAlloc, len(frame), ptr)}
+		}
+		stack[0], stack[1] = uint64(ptr), uint64(len(frame))
+	}
+	if err := fn.CallWithStack(ctx, stack); err != nil {
+		return nil, m.callError(ctx, inst, op, err)
+	}
+	outPtr, outLen := uint32(stack[0]>>32), uint32(stack[0])
+	if uint64(outLen) > uint64(m.cfg.MaxOutputBytes) {
+		m.freeAnswer(ctx, inst, outPtr)
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrOutputTooLarge, Op: op,
+			Err: fmt.Errorf("answer of %d bytes is over the %d byte limit", outLen, m.cfg.MaxOutputBytes)}
+	}
+	view, ok := inst.mod.Memory().Read(outPtr, outLen)
+	if !ok {
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrMalformedOutput, Op: op,
+			Err: fmt.Errorf("answer at %#x (%d bytes) is outside the plugin's memory", outPtr, outLen)}
+	}
+	out := bytes.Clone(view)
+	if err := m.freeAnswer(ctx, inst, outPtr); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (m *module) freeAnswer(ctx context.Context, inst *instance, ptr uint32) error {
+	stack := inst.stack[:]
+	stack[0] = uint64(ptr)
+	if err := inst.free.CallWithStack(ctx, stack); err != nil {
+		return m.callError(ctx, inst, abi.ExportFree, err)
+	}
+	return nil
+}
+
+// callError classifies a failed call into one of the typed errors.
+func (m *module) callError(ctx context.Context, inst *instance, op string, err error) error {
+	kind := pluginapi.ErrTrap
+	var exit *sys.ExitError
+	switch {
+	case ctx.Err() != nil:
+		kind, err = pluginapi.ErrDeadlineExceeded, fmt.Errorf("%w (%v)", ctx.Err(), err)
+	case errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled):
+		kind = pluginapi.ErrDeadlineExceeded
+	case inst.memory != nil && inst.memory.hitLimit:
+		kind, err = pluginapi.ErrMemoryLimit, fmt.Errorf("grew past %d pages: %w", m.cfg.MemoryLimitPages, err)
+	case errors.Is(err, errOutOfBounds):
+		kind = pluginapi.ErrMalformedOutput
+	case exit != nil:
+		err = fmt.Errorf("plugin exited with code %d: %s", exit.ExitCode(), inst.stderrTail.String())
+	}
+	return &pluginapi.Error{Kind: kind, Op: op, Err: err}
+}
+
+func opName(export string) string {
+	switch export {
+	case abi.ExportInfo:
+		return "info"
+	case abi.ExportSummarize:
+		return "summarize"
+	case abi.ExportTruncate:
+		return "truncate"
+	}
+	return export
+}
+
+const (
+	pageSize = 65536
+	maxPages = 65536 // 4 GiB, all a wasm32 module can address
+)
+
+// limitedMemory backs an instance's linear memory and refuses to grow past
+// the plugin's limit, remembering that it did.
+type limitedMemory struct {
+	limit    uint64
+	buf      []byte
+	hitLimit bool
+}
+
+func (l *limitedMemory) Reallocate(size uint64) []byte {
+	if size > l.limit {
+		l.hitLimit = true
+		return nil
+	}
+	if size <= uint64(cap(l.buf)) {
+		l.buf = l.buf[:size]
+		return l.buf
+	}
+	// Grow geometrically like append, bounded by the limit, so a module
+	// growing page by page does not copy its memory each time.
+	newCap := min(max(size, uint64(cap(l.buf))*2), l.limit)
+	buf := make([]byte, size, newCap)
+	copy(buf, l.buf)
+	l.buf = buf
+	return l.buf
+}
+
+func (l *limitedMemory) Free() { l.buf = nil }
+
+// tailWriter keeps the last bytes written to it, to quote a plugin's last
+// words (a Go panic, "out of memory") in the error of its exit.
+type tailWriter struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 1024
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailSize {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailSize:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.TrimSpace(t.buf))
+}
+
+type teeWriter struct{ a, b interface{ Write([]byte) (int, error) } }
+
+func (t teeWriter) Write(p []byte) (int, error) {
+	t.a.Write(p)
+	return t.b.Write(p)
+}
