@@ -1,0 +1,133 @@
+package formats
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// ErrUnknownFormat is returned by Detect and Read when the input matches no
+// known format, and by Read and Write when asked for a format they do not
+// know.
+var ErrUnknownFormat = errors.New("formats: unknown format")
+
+// ErrTornLine marks an incomplete last line of a JSONL file, as left by an
+// agent killed while writing. Read returns it (inside a *ParseError) together
+// with the session read up to that line.
+var ErrTornLine = errors.New("incomplete last line")
+
+// ParseError reports input that does not follow its format. Its message names
+// the place, e.g. `session.jsonl:17: codex: expected a JSON object, got "…"`.
+type ParseError struct {
+	// Path is the file name when the input came from ReadFile.
+	Path string
+	// Line is the 1-based line of the problem, 0 when unknown.
+	Line int
+	// Offset is the byte offset of the problem in a JSON document (not
+	// JSONL), -1 when unknown.
+	Offset int64
+	// Format is the format being read.
+	Format string
+	// Reason says what was expected and what was found.
+	Reason string
+	// Err is the underlying error, if any: ErrTornLine, a *json.SyntaxError,
+	// a *json.UnmarshalTypeError or an I/O error.
+	Err error
+}
+
+func (e *ParseError) Error() string {
+	where := e.Path
+	if where == "" {
+		where = "input"
+	}
+	if e.Line > 0 {
+		where += ":" + strconv.Itoa(e.Line)
+	} else if e.Offset >= 0 {
+		where += ": offset " + strconv.FormatInt(e.Offset, 10)
+	}
+	return where + ": " + e.Format + ": " + e.Reason
+}
+
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// snippet quotes the start of b for an error message.
+func snippet(b []byte) string {
+	const max = 40
+	if len(b) <= max {
+		return strconv.Quote(string(b))
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return strconv.Quote(string(b[:cut]) + "…")
+}
+
+// jsonReason turns an encoding/json error into a reason for a ParseError.
+func jsonReason(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "value"
+		}
+		return fmt.Sprintf("%s: expected %s, got JSON %s", field, goTypeName(te), te.Value)
+	}
+	return err.Error()
+}
+
+func goTypeName(te *json.UnmarshalTypeError) string {
+	if te.Type == nil {
+		return "another type"
+	}
+	switch te.Type.Kind().String() {
+	case "string":
+		return "a string"
+	case "struct", "map":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "bool":
+		return "a boolean"
+	case "int", "int64", "int32", "float64", "float32", "uint", "uint64":
+		return "a number"
+	}
+	return te.Type.String()
+}
+
+// lineOf returns the 1-based line that byte offset off of data falls on.
+func lineOf(data []byte, off int64) int {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	line := 1
+	for _, c := range data[:off] {
+		if c == '\n' {
+			line++
+		}
+	}
+	return line
+}
+
+// docError wraps a JSON decoding error of a whole-document format.
+func docError(format string, data []byte, err error) *ParseError {
+	pe := &ParseError{Format: format, Offset: -1, Reason: jsonReason(err), Err: err}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		pe.Offset = se.Offset
+	case errors.As(err, &te):
+		pe.Offset = te.Offset
+	}
+	if pe.Offset >= 0 {
+		pe.Line = lineOf(data, pe.Offset)
+	}
+	return pe
+}

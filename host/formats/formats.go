@@ -1,0 +1,220 @@
+package formats
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// Format names, as accepted by Read and Write and returned by Detect.
+const (
+	// Canonical is JSONL with one abi.Message per line. The reader also
+	// accepts the host's session log, whose lines are entries
+	// {"type":"message","message":{...}} and {"type":"compaction",...}.
+	Canonical = "canonical"
+	// Anthropic is a Messages API request: {"system":...,"messages":[...]}.
+	Anthropic = "anthropic"
+	// OpenAI is a Chat Completions request: {"messages":[...]} with
+	// tool_calls and role "tool" messages.
+	OpenAI = "openai"
+	// ClaudeCode is a Claude Code session JSONL file.
+	ClaudeCode = "claude-code"
+	// Codex is an OpenAI Codex CLI rollout JSONL file.
+	Codex = "codex"
+	// Copilot is a GitHub Copilot CLI events JSONL file.
+	Copilot = "copilot"
+	// MiniSWEAgent is a mini-swe-agent trajectory (.traj.json).
+	MiniSWEAgent = "mini-swe-agent"
+	// SWEAgent is a SWE-agent trajectory (.traj).
+	SWEAgent = "swe-agent"
+)
+
+// Session is a conversation read from a file.
+type Session struct {
+	// Format is the format the session was read from.
+	Format string
+	// Messages is the conversation as the agent had it before any of its
+	// own compactions, in canonical form. It satisfies Validate.
+	Messages []abi.Message
+	// Skipped counts source records that carried no conversation content
+	// (progress lines, hook events, duplicated UI events, encrypted
+	// reasoning, unknown record types...), by record type.
+	Skipped map[string]int
+	// Repaired counts repairs made to satisfy Validate, by kind (the
+	// Repair* constants).
+	Repaired map[string]int
+	// AgentCompactions are the compactions the agent itself made, in order.
+	AgentCompactions []AgentCompaction
+	// LogCompactions are the compaction entries of a host session log read
+	// as Canonical, in order.
+	LogCompactions []LogCompaction
+}
+
+// AgentCompaction is one compaction an agent made itself: Claude Code's
+// compact_boundary with its isCompactSummary message, or a Codex compacted
+// record.
+type AgentCompaction struct {
+	// ID is the source's ID for the compaction, if it has one.
+	ID string
+	// Summary is the agent's summary text. Codex encrypts its summary in
+	// recent versions; then Summary is empty and Replacement holds what
+	// the agent kept.
+	Summary string
+	// FirstKept is the index into Session.Messages of the first message
+	// after the compaction. The messages before it were folded by the
+	// agent; len(Messages) if the session ends with the compaction.
+	FirstKept int
+	// Replacement is the history the agent continued with in place of the
+	// folded messages (Codex replacement_history), without the summary.
+	Replacement []abi.Message
+	// Trigger is "auto" or "manual" where the agent says so.
+	Trigger string
+	// PreTokens is the context size the agent reported before compacting,
+	// 0 when unknown.
+	PreTokens int
+}
+
+// LogCompaction is a compaction entry of a host session log, kept as written.
+type LogCompaction struct {
+	// At is the index into Session.Messages of the first message after
+	// the entry.
+	At int
+	// Entry is the raw JSON of the entry.
+	Entry json.RawMessage
+}
+
+// detectSize is how much of the input Read inspects to detect its format.
+const detectSize = 1 << 20
+
+// Read reads a session in the given format; "" detects it from the input.
+//
+// A malformed input yields a *ParseError naming the line (or byte offset)
+// and what was expected. When the only problem is an incomplete last line of
+// a JSONL file, Read returns the session read before it together with a
+// *ParseError that wraps ErrTornLine.
+func Read(r io.Reader, format string) (*Session, error) {
+	br := bufio.NewReaderSize(r, detectSize)
+	if format == "" {
+		head, err := br.Peek(detectSize)
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, &ParseError{Offset: -1, Format: "detect", Reason: err.Error(), Err: err}
+		}
+		if format, err = Detect(head); err != nil {
+			return nil, err
+		}
+	}
+	read, ok := readers[format]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownFormat, format)
+	}
+	s := &Session{Format: format, Skipped: map[string]int{}, Repaired: map[string]int{}}
+	err := read(br, s)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) && errors.Is(err, ErrTornLine) {
+			return s, err
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// ReadFile reads the session in the file at path, detecting its format.
+// Errors name the file.
+func ReadFile(path string) (*Session, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	s, err := Read(f, "")
+	var pe *ParseError
+	if errors.As(err, &pe) {
+		pe.Path = path
+	}
+	return s, err
+}
+
+// Write writes msgs in format: Canonical, Anthropic or OpenAI. It does not
+// repair: messages that satisfy Validate read back valid and, within what the
+// format can express, equal (see the writer of each format for what is lost).
+func Write(w io.Writer, format string, msgs []abi.Message) error {
+	switch format {
+	case Canonical:
+		return writeCanonical(w, msgs)
+	case Anthropic:
+		return writeAnthropic(w, msgs)
+	case OpenAI:
+		return writeOpenAI(w, msgs)
+	}
+	return fmt.Errorf("%w %q for writing", ErrUnknownFormat, format)
+}
+
+// readFunc fills s from r.
+type readFunc func(r *bufio.Reader, s *Session) error
+
+var readers map[string]readFunc
+
+func init() {
+	readers = map[string]readFunc{
+		Canonical:    readCanonical,
+		Anthropic:    readAnthropic,
+		OpenAI:       readOpenAI,
+		ClaudeCode:   readClaudeCode,
+		Codex:        readCodex,
+		Copilot:      readCopilot,
+		MiniSWEAgent: readMiniSWEAgent,
+		SWEAgent:     readSWEAgent,
+	}
+}
+
+// readDoc reads a whole JSON document and unmarshals it into v.
+func readDoc(r io.Reader, format string, v any) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxDocSize+1))
+	if err != nil {
+		return nil, &ParseError{Offset: -1, Format: format, Reason: err.Error(), Err: err}
+	}
+	if len(data) > maxDocSize {
+		return nil, &ParseError{Offset: maxDocSize, Format: format, Reason: "document larger than 1 GiB"}
+	}
+	start := 0
+	for start < len(data) && (data[start] == ' ' || data[start] == '\t' || data[start] == '\r' || data[start] == '\n') {
+		start++
+	}
+	if start == len(data) {
+		return nil, &ParseError{Line: 1, Offset: 0, Format: format, Reason: "empty input, expected a JSON object"}
+	}
+	if data[start] != '{' {
+		return nil, &ParseError{Line: lineOf(data, int64(start)), Offset: int64(start), Format: format,
+			Reason: "expected a JSON object, got " + snippet(data[start:])}
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, docError(format, data, err)
+	}
+	return data, nil
+}
+
+// finish normalizes the messages the reader built and fixes up the
+// compaction indexes.
+func finish(s *Session, msgs []abi.Message, idPrefix string) {
+	marks := make([]int, 0, len(s.AgentCompactions)+len(s.LogCompactions))
+	for _, c := range s.AgentCompactions {
+		marks = append(marks, c.FirstKept)
+	}
+	for _, c := range s.LogCompactions {
+		marks = append(marks, c.At)
+	}
+	msgs, marks = normalize(msgs, marks, idPrefix, s.Repaired)
+	for i := range s.AgentCompactions {
+		s.AgentCompactions[i].FirstKept = marks[i]
+	}
+	for i := range s.LogCompactions {
+		s.LogCompactions[i].At = marks[len(s.AgentCompactions)+i]
+	}
+	s.Messages = msgs
+}
