@@ -54,7 +54,7 @@ func readAnthropic(r *bufio.Reader, s *Session) error {
 // Anthropic request shapes, in the order the API documents their fields.
 type (
 	anthropicOut struct {
-		System   any                `json:"system,omitempty"`
+		System   any               `json:"system,omitempty"`
 		Messages []anthropicOutMsg `json:"messages"`
 	}
 	anthropicOutMsg struct {

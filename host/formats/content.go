@@ -187,9 +187,9 @@ func textOf(content []abi.Block, typ string) string {
 // oaPart is a content part of OpenAI-style messages (Chat Completions and
 // Responses API items).
 type oaPart struct {
-	Type     string `json:"type"`
-	Text     string `json:"text"`
-	Refusal  string `json:"refusal"`
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Refusal  string          `json:"refusal"`
 	ImageURL json.RawMessage `json:"image_url"` // {"url": ...} in Chat Completions, a string in Responses
 }
 
