@@ -1,0 +1,127 @@
+// Package catalog is the embedded model catalog: context windows, output
+// limits and prices, derived from models.dev (see gen.go).
+package catalog
+
+import (
+	"bytes"
+	"compress/gzip"
+	_ "embed"
+	"encoding/json"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// models.json.gz is rebuilt with: go run gen.go ../../../shared/data/models.json
+//
+//go:embed models.json.gz
+var packed []byte
+
+// Model is what the catalog knows of one model.
+type Model struct {
+	Provider string
+	ID       string
+	// ContextWindow is the total tokens of input and output.
+	ContextWindow int
+	// InputLimit is a separate cap on input tokens, 0 when the provider
+	// states none.
+	InputLimit int
+	// MaxOutput is the largest completion the model produces.
+	MaxOutput int
+	// Prices in USD per million tokens.
+	InputPrice, OutputPrice, CacheReadPrice, CacheWritePrice float64
+}
+
+// InputBudget is the input a request may carry while leaving room for
+// maxOutput tokens of reply: the context window less the output reserve,
+// and never more than the input limit. maxOutput <= 0 reserves the model's
+// own output limit.
+func (m Model) InputBudget(maxOutput int) int {
+	if maxOutput <= 0 {
+		maxOutput = m.MaxOutput
+	}
+	b := m.ContextWindow - maxOutput
+	if m.InputLimit > 0 && (b <= 0 || m.InputLimit < b) {
+		b = m.InputLimit
+	}
+	return b
+}
+
+var (
+	loadOnce sync.Once
+	byKey    map[string]Model   // "provider/id"
+	byID     map[string][]Model // "id"
+)
+
+// firstParty orders the providers whose figures win for a bare model ID.
+var firstParty = []string{"anthropic", "openai", "google", "mistral", "deepseek", "xai", "groq", "amazon-bedrock", "azure", "openrouter"}
+
+func load() {
+	zr, err := gzip.NewReader(bytes.NewReader(packed))
+	if err != nil {
+		panic("catalog: embedded data is corrupt: " + err.Error())
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		panic("catalog: embedded data is corrupt: " + err.Error())
+	}
+	var data map[string]map[string][7]float64
+	if err := json.Unmarshal(raw, &data); err != nil {
+		panic("catalog: embedded data is corrupt: " + err.Error())
+	}
+	rank := func(p string) int {
+		for i, f := range firstParty {
+			if f == p {
+				return i
+			}
+		}
+		return len(firstParty)
+	}
+	byKey = map[string]Model{}
+	byID = map[string][]Model{}
+	for p, models := range data {
+		for id, v := range models {
+			m := Model{Provider: p, ID: id, ContextWindow: int(v[0]), InputLimit: int(v[1]), MaxOutput: int(v[2]),
+				InputPrice: v[3], OutputPrice: v[4], CacheReadPrice: v[5], CacheWritePrice: v[6]}
+			byKey[p+"/"+id] = m
+			lid := strings.ToLower(id)
+			byID[lid] = append(byID[lid], m)
+		}
+	}
+	for _, ms := range byID {
+		sort.Slice(ms, func(i, j int) bool {
+			ri, rj := rank(ms[i].Provider), rank(ms[j].Provider)
+			if ri != rj {
+				return ri < rj
+			}
+			return ms[i].Provider < ms[j].Provider
+		})
+	}
+}
+
+// Lookup finds a model by "provider/id" or by bare ID. A bare ID present at
+// several providers resolves to the model's own maker where the catalog has
+// it. Lookup is case-insensitive for bare IDs.
+func Lookup(name string) (Model, bool) {
+	loadOnce.Do(load)
+	if m, ok := byKey[name]; ok {
+		return m, true
+	}
+	if ms := byID[strings.ToLower(name)]; len(ms) > 0 {
+		return ms[0], true
+	}
+	// "provider/vendor/model" style names used by routers.
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		if ms := byID[strings.ToLower(name[i+1:])]; len(ms) > 0 {
+			return ms[0], true
+		}
+	}
+	return Model{}, false
+}
+
+// Len is the number of models in the catalog.
+func Len() int {
+	loadOnce.Do(load)
+	return len(byKey)
+}

@@ -1,0 +1,481 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/tokens"
+)
+
+// Errors of compaction.
+var (
+	// ErrNothingToFold: the session has no history that can be folded
+	// while keeping what must be kept.
+	ErrNothingToFold = errors.New("host: nothing to fold")
+	// ErrBreakerOpen: the strategy failed too often in a row and is
+	// skipped until its cooldown ends.
+	ErrBreakerOpen = errors.New("host: strategy circuit breaker is open")
+	// ErrEmptySummary: a strategy returned no summary.
+	ErrEmptySummary = errors.New("host: strategy returned an empty summary")
+	// ErrConcurrentCompaction: the session was compacted or undone while
+	// this compaction ran; its result was discarded.
+	ErrConcurrentCompaction = errors.New("host: session changed during compaction")
+)
+
+// StrategyEmergency names the emergency path in events and logs.
+const StrategyEmergency = "emergency"
+
+// CompactOptions tune a manual compaction.
+type CompactOptions struct {
+	// Focus is text from the user saying what the summary must keep.
+	Focus string
+	// Strategy overrides the configured strategy for this compaction.
+	Strategy string
+	// KeepRecentTokens overrides the configured amount kept verbatim.
+	KeepRecentTokens int
+}
+
+type compactOptions struct {
+	CompactOptions
+	overhead int
+	manual   bool
+}
+
+// Compact compacts the session now, whatever its size: the manual
+// compaction of an agent's /compact command.
+func (e *Engine) Compact(ctx context.Context, s *Session, opts CompactOptions) (Compaction, error) {
+	return e.compact(ctx, s, compactOptions{CompactOptions: opts, manual: true})
+}
+
+// plan is a compaction worked out under the session lock, run without it.
+type plan struct {
+	start, cut, turn int
+	history, prefix  []Message
+	previous         string
+	files            abi.FileOps
+	latestRequest    string // text of the latest request, when it is folded
+	folded           int
+	generation       int
+	before           int
+	turnNo           int
+}
+
+func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
+	p := &plan{start: s.viewStart, previous: s.previousSummary(), generation: len(s.compactions)}
+	p.cut = s.findCut(p.start, keep, e.cfg.MinKeepMessages)
+	if p.cut <= p.start {
+		return nil, ErrNothingToFold
+	}
+	p.turn = s.turnStart(p.cut)
+	histEnd := p.cut
+	if p.turn > p.start && p.turn < p.cut {
+		histEnd = p.turn
+	}
+	for i := p.start; i < p.cut; i++ {
+		if s.msgs[i].msg.Pinned {
+			continue
+		}
+		p.folded++
+		if i < histEnd {
+			p.history = append(p.history, s.viewOf(i))
+		} else {
+			p.prefix = append(p.prefix, s.viewOf(i))
+		}
+	}
+	if p.folded == 0 {
+		return nil, ErrNothingToFold
+	}
+	ops := newFileOps(&e.cfg.FileTools)
+	for i := 0; i < p.cut; i++ {
+		ops.observe(&s.msgs[i].msg)
+	}
+	p.files = ops.snapshot()
+	if k := len(s.requests); k > 0 && s.requests[k-1] < p.cut && !s.msgs[s.requests[k-1]].msg.Pinned {
+		p.latestRequest = requestText(&s.msgs[s.requests[k-1]].msg)
+	}
+	p.turnNo = len(s.requests)
+	return p, nil
+}
+
+func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (Compaction, error) {
+	began := time.Now()
+	keep := e.cfg.KeepRecentTokens
+	if opts.KeepRecentTokens > 0 {
+		keep = opts.KeepRecentTokens
+	}
+	s.mu.Lock()
+	p, err := e.makePlan(s, keep)
+	if err == nil {
+		p.before = e.calibrated(s.contextTokens() + opts.overhead)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return Compaction{}, err
+	}
+
+	svc := &services{e: e}
+	names := e.chain(opts.Strategy)
+	var (
+		summary  string
+		strategy string
+		offline  bool
+	)
+	for i, name := range names {
+		summary, offline, err = e.summarizePlan(ctx, s, svc, name, p, opts.Focus)
+		if err == nil {
+			strategy = name
+			break
+		}
+		if ctx.Err() != nil {
+			return Compaction{}, fmt.Errorf("host: compaction cancelled: %w", ctx.Err())
+		}
+		next := StrategyEmergency
+		if i+1 < len(names) {
+			next = names[i+1]
+		}
+		e.log.Warn("strategy failed; falling back", "session", s.id, "strategy", name, "next", next, "err", err)
+		e.events.emit(&FallbackEvent{Session: s.id, From: name, To: next, Err: err})
+	}
+	if strategy == "" {
+		return e.emergency(s, p.before, opts.overhead)
+	}
+	summary = e.verifySummary(summary, p)
+
+	c := Compaction{
+		Summary: summary, Strategy: strategy, Offline: offline, Focus: opts.Focus,
+		TokensBefore: p.before, MessagesFolded: p.folded, Time: time.Now().UTC(),
+	}
+	if err := e.splice(s, p, &c, opts.overhead); err != nil {
+		return Compaction{}, err
+	}
+	e.events.emit(&CompactionEvent{
+		Session: s.id, CompactionID: c.ID, Strategy: strategy, Offline: offline, Manual: opts.manual,
+		TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter, MessagesFolded: c.MessagesFolded,
+		Turn: p.turnNo, Duration: time.Since(began), ModelUsage: svc.usage, CostUSD: svc.cost(),
+	})
+	return c, nil
+}
+
+// chain is the strategy order for one compaction: the chosen strategy,
+// then the fallbacks, without repeats.
+func (e *Engine) chain(override string) []string {
+	first := e.cfg.Strategy
+	if override != "" {
+		first = override
+	}
+	names := []string{first}
+	for _, f := range e.cfg.Fallbacks {
+		dup := false
+		for _, n := range names {
+			dup = dup || n == f
+		}
+		if !dup && f != "" {
+			names = append(names, f)
+		}
+	}
+	return names
+}
+
+func (e *Engine) strategy(name string) (Strategy, error) {
+	if s, ok := e.local[name]; ok {
+		return s, nil
+	}
+	if e.resolve != nil {
+		return e.resolve(name)
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownStrategy, name)
+}
+
+// summarizePlan runs one strategy over the plan: the history (chunked to
+// fit the summarizer's window) and, when the cut is inside a turn, the
+// turn's prefix as its own request.
+func (e *Engine) summarizePlan(ctx context.Context, s *Session, svc *services, name string, p *plan, focus string) (string, bool, error) {
+	br := e.breaker(name)
+	if !br.allow(time.Now()) {
+		return "", false, fmt.Errorf("%w: %s", ErrBreakerOpen, name)
+	}
+	strat, err := e.strategy(name)
+	if err != nil {
+		br.record(err, time.Now(), e.cfg.BreakerFailures, e.cfg.BreakerCooldown)
+		return "", false, err
+	}
+	offline := e.model == nil
+	call := func(kind string, msgs []Message, previous string, target int) (string, error) {
+		cctx, cancel := context.WithTimeout(ctx, e.cfg.StrategyTimeout)
+		defer cancel()
+		resp, err := strat.Summarize(cctx, svc, &abi.SummarizeRequest{
+			Kind: kind, Messages: msgs, PreviousSummary: previous, FileOps: p.files,
+			TargetTokens: target, Focus: focus, ModelAvailable: e.model != nil,
+		})
+		if err != nil {
+			return "", fmt.Errorf("strategy %s: %w", name, err)
+		}
+		if strings.TrimSpace(resp.Summary) == "" {
+			return "", fmt.Errorf("strategy %s: %w", name, ErrEmptySummary)
+		}
+		offline = offline || resp.Offline
+		return resp.Summary, nil
+	}
+
+	summary := p.previous
+	if len(p.history) > 0 {
+		for _, chunk := range e.fitChunks(p.history, p.previous) {
+			if summary, err = call(abi.FoldHistory, chunk, summary, e.cfg.SummaryTokens); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil && len(p.prefix) > 0 {
+		var turn string
+		for _, chunk := range e.fitChunks(p.prefix, "") {
+			if turn, err = call(abi.FoldTurnPrefix, chunk, turn, max(e.cfg.SummaryTokens/3, 500)); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			if summary != "" {
+				summary += "\n\n"
+			}
+			summary += "## Current Turn So Far\n" + turn
+		}
+	}
+	br.record(err, time.Now(), e.cfg.BreakerFailures, e.cfg.BreakerCooldown)
+	return summary, offline, err
+}
+
+// summarizerOverhead is room for the strategy's own instructions.
+const summarizerOverhead = 2000
+
+// fitChunks returns msgs in pieces that each fit the summarizer's window
+// with room for the previous summary and the reply: tool results are
+// shortened first, and what still does not fit is split.
+func (e *Engine) fitChunks(msgs []Message, previous string) [][]Message {
+	avail := e.cfg.SummarizerBudget - e.cfg.SummaryTokens - summarizerOverhead - e.counter.Count(previous)
+	avail = max(avail, 1000)
+	total := 0
+	for i := range msgs {
+		total += tokens.Message(e.counter, &msgs[i])
+	}
+	if total <= avail {
+		return [][]Message{msgs}
+	}
+	short := make([]Message, len(msgs))
+	for i, m := range msgs {
+		m.Content = append([]Block(nil), m.Content...)
+		for bi := range m.Content {
+			if m.Content[bi].Type == abi.BlockToolResult {
+				m.Content[bi].Text = headTail(m.Content[bi].Text, e.cfg.PruneKeepTokens*4)
+			}
+		}
+		short[i] = m
+	}
+	var chunks [][]Message
+	var cur []Message
+	size := 0
+	for i := range short {
+		t := tokens.Message(e.counter, &short[i])
+		if len(cur) > 0 && size+t > avail {
+			chunks = append(chunks, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, short[i])
+		size += t
+	}
+	if len(cur) > 0 {
+		chunks = append(chunks, cur)
+	}
+	return chunks
+}
+
+// verifySummary makes sure the summary names the latest folded request and
+// every file read or modified up to the cut, appending what is missing,
+// and trims a summary far over its target.
+func (e *Engine) verifySummary(summary string, p *plan) string {
+	limit := e.cfg.SummaryTokens * 2
+	if e.counter.Count(summary) > limit {
+		summary = headTail(summary, limit*4)
+	}
+	var add strings.Builder
+	if p.latestRequest != "" && !mentions(summary, p.latestRequest) {
+		req := p.latestRequest
+		if len(req) > 4000 {
+			req = headTail(req, 4000)
+		}
+		add.WriteString("\n\n## Latest User Request (verbatim)\n" + req)
+	}
+	var missingMod, missingRead []string
+	for _, f := range p.files.Modified {
+		if !strings.Contains(summary, f) {
+			missingMod = append(missingMod, f)
+		}
+	}
+	for _, f := range p.files.Read {
+		if !strings.Contains(summary, f) {
+			missingRead = append(missingRead, f)
+		}
+	}
+	if len(missingMod) > 0 {
+		add.WriteString("\n\n## Modified Files\n")
+		for _, f := range missingMod {
+			add.WriteString("- " + f + "\n")
+		}
+	}
+	if len(missingRead) > 0 {
+		const maxListed = 200
+		add.WriteString("\n\n## Files Read\n")
+		for i, f := range missingRead {
+			if i == maxListed {
+				add.WriteString("- … and " + strconv.Itoa(len(missingRead)-maxListed) + " more\n")
+				break
+			}
+			add.WriteString("- " + f + "\n")
+		}
+	}
+	return strings.TrimRight(summary+add.String(), "\n")
+}
+
+// mentions reports whether summary carries the request: its opening words,
+// whitespace folded.
+func mentions(summary, request string) bool {
+	fold := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	req := fold(request)
+	if len(req) > 200 {
+		req = req[:utf8Floor(req, 200)]
+	}
+	return strings.Contains(fold(summary), req)
+}
+
+// splice logs the compaction and makes it active, unless the session was
+// compacted or undone meanwhile.
+func (e *Engine) splice(s *Session, p *plan, c *Compaction, overhead int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.compactions) != p.generation || s.viewStart != p.start {
+		return ErrConcurrentCompaction
+	}
+	c.ID = "c" + strconv.Itoa(len(s.compactions)+1)
+	c.FoldedThrough = s.msgs[p.cut-1].msg.ID
+	// Tokens after, computed before the log write so the entry holds it.
+	prefix := s.prefixFor(p.cut, *c)
+	after := s.cum[len(s.msgs)] - s.cum[p.cut] + overhead
+	for i := range prefix {
+		after += tokens.Message(s.counter, &prefix[i])
+	}
+	c.TokensAfter = e.calibrated(after)
+	if s.log != nil {
+		if err := s.writeEntry(Entry{Type: EntryCompaction, Compaction: c}); err != nil {
+			return fmt.Errorf("host: compaction not saved, session unchanged: %w", err)
+		}
+	}
+	if err := s.applyCompaction(*c); err != nil {
+		return err
+	}
+	if float64(c.TokensBefore-c.TokensAfter) < e.cfg.MinSavings*float64(c.TokensBefore) {
+		s.suppressedAt = len(s.msgs) // freed too little: wait for new content
+	}
+	return nil
+}
+
+// emergency keeps the newest messages and drops the rest with a notice,
+// the previous summary, the latest request and the file lists. No model is
+// called; it fails only if the log cannot be written.
+func (e *Engine) emergency(s *Session, before, overhead int) (Compaction, error) {
+	began := time.Now()
+	s.mu.Lock()
+	p := &plan{start: s.viewStart, previous: s.previousSummary(), generation: len(s.compactions), before: before}
+	n := len(s.msgs)
+	from := max(n-e.cfg.EmergencyKeepMessages, p.start+1)
+	p.cut = -1
+	for j := from; j <= n; j++ {
+		if s.cutAt(j) {
+			p.cut = j
+			break
+		}
+	}
+	if p.cut < 0 {
+		for j := from - 1; j > p.start; j-- {
+			if s.cutAt(j) {
+				p.cut = j
+				break
+			}
+		}
+	}
+	if p.cut <= p.start {
+		s.mu.Unlock()
+		return Compaction{}, ErrNothingToFold
+	}
+	for i := p.start; i < p.cut; i++ {
+		if !s.msgs[i].msg.Pinned {
+			p.folded++
+		}
+	}
+	ops := newFileOps(&e.cfg.FileTools)
+	for i := 0; i < p.cut; i++ {
+		ops.observe(&s.msgs[i].msg)
+	}
+	p.files = ops.snapshot()
+	if k := len(s.requests); k > 0 && s.requests[k-1] < p.cut && !s.msgs[s.requests[k-1]].msg.Pinned {
+		p.latestRequest = requestText(&s.msgs[s.requests[k-1]].msg)
+	}
+	p.turnNo = len(s.requests)
+	s.mu.Unlock()
+
+	summary := "The earlier conversation was dropped to keep the session within its context window."
+	if p.previous != "" {
+		summary = p.previous + "\n\n" + summary
+	}
+	c := Compaction{Summary: e.verifySummary(summary, p), Strategy: StrategyEmergency, Emergency: true, Offline: true,
+		TokensBefore: before, MessagesFolded: p.folded, Time: time.Now().UTC()}
+	if err := e.splice(s, p, &c, overhead); err != nil {
+		return Compaction{}, err
+	}
+	e.events.emit(&CompactionEvent{Session: s.id, CompactionID: c.ID, Strategy: StrategyEmergency, Emergency: true, Offline: true,
+		TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter, MessagesFolded: c.MessagesFolded, Turn: p.turnNo, Duration: time.Since(began)})
+	return c, nil
+}
+
+// breaker counts a strategy's consecutive failures.
+type breaker struct {
+	mu        sync.Mutex
+	failures  int
+	openUntil time.Time
+}
+
+func (e *Engine) breaker(name string) *breaker {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := e.breakers[name]
+	if b == nil {
+		b = &breaker{}
+		e.breakers[name] = b
+	}
+	return b
+}
+
+// allow is false while the breaker is open. After the cooldown one call
+// is let through; its outcome closes or reopens the breaker.
+func (b *breaker) allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return now.After(b.openUntil) || now.Equal(b.openUntil)
+}
+
+func (b *breaker) record(err error, now time.Time, threshold int, cooldown time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err == nil {
+		b.failures = 0
+		b.openUntil = time.Time{}
+		return
+	}
+	b.failures++
+	if b.failures >= threshold {
+		b.openUntil = now.Add(cooldown)
+	}
+}

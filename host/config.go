@@ -1,0 +1,190 @@
+package host
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/compact-host/compact-host/host/catalog"
+)
+
+// Config sets the engine's model, thresholds and strategies. The zero value
+// of every field means its default; Validate reports impossible settings.
+type Config struct {
+	// Model names the model the agent calls, for the catalog lookup of its
+	// window and for calibration. Optional when ContextWindow is set.
+	Model string
+	// ContextWindow overrides the catalog's window (tokens).
+	ContextWindow int
+	// MaxOutputTokens is the reply size reserved out of the window;
+	// default: the catalog's output limit, or 8,192 for unknown models.
+	MaxOutputTokens int
+	// Tokenizer is "auto" (default: exact for OpenAI models, chars/4
+	// otherwise), "chars", "o200k" or "cl100k".
+	Tokenizer string
+
+	// PruneThreshold is the share of the input budget above which old,
+	// oversized tool results are shortened. Default 0.70.
+	PruneThreshold float64
+	// CompactThreshold less OverheadReserve (floor 0.1) is the share above
+	// which the history is compacted. Defaults 0.85 and 0.10.
+	CompactThreshold float64
+	OverheadReserve  float64
+	// EmergencyThreshold is the share at or above which compaction takes
+	// the emergency path: no model call, always succeeds. Default 0.95.
+	EmergencyThreshold float64
+	// DisableCompaction turns the gate into a pure check.
+	DisableCompaction bool
+
+	// KeepRecentTokens is how much of the newest history is kept verbatim.
+	// Default: a quarter of the budget, at most 40,000.
+	KeepRecentTokens int
+	// MinKeepMessages is the fewest messages kept verbatim. Default 2.
+	MinKeepMessages int
+	// PruneMinTokens is the size above which an old tool result is pruned.
+	// Default 2,000.
+	PruneMinTokens int
+	// PruneKeepTokens is how much of a pruned result remains (head and
+	// tail). Default 400.
+	PruneKeepTokens int
+	// ProtectRecentTokens is the newest part of the context that pruning
+	// never touches. Default: KeepRecentTokens.
+	ProtectRecentTokens int
+	// EmergencyKeepMessages is how many of the newest messages the
+	// emergency path keeps. Default 8.
+	EmergencyKeepMessages int
+
+	// MinSavings is the share of tokens a compaction must free; one that
+	// frees less is not repeated until new content arrives. Default 0.10.
+	MinSavings float64
+	// BreakerFailures consecutive failures of a strategy open its circuit
+	// breaker for BreakerCooldown. Defaults 3 and 5 minutes.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+
+	// Strategy is the summarization strategy. Default "structured".
+	Strategy string
+	// Fallbacks are tried in order when the strategy fails. Default
+	// ["narrative", "truncate"]; the emergency path always follows them.
+	Fallbacks []string
+	// SummaryTokens is the summary size asked for. Default: a twentieth of
+	// the budget, between 1,000 and 8,000.
+	SummaryTokens int
+	// SummarizerBudget is the input budget of the model that summarizes;
+	// default: the engine's own budget.
+	SummarizerBudget int
+	// StrategyTimeout bounds one strategy call. Default 2 minutes.
+	StrategyTimeout time.Duration
+
+	// FileTools adds tool names to the file-operation tracker.
+	FileTools FileTools
+	// SyncWrites makes every log append durable before it returns.
+	SyncWrites bool
+}
+
+// resolved is a Config with every default filled in and the budget known.
+type resolved struct {
+	Config
+	budget       int
+	pruneAt      float64
+	compactAt    float64
+	emergencyAt  float64
+}
+
+func (c Config) resolve() (resolved, error) {
+	r := resolved{Config: c}
+	window, maxOut := c.ContextWindow, c.MaxOutputTokens
+	var budget int
+	if m, ok := catalog.Lookup(c.Model); ok && c.Model != "" {
+		if window == 0 {
+			window = m.ContextWindow
+			if maxOut == 0 {
+				budget = m.InputBudget(0)
+			}
+		}
+		if maxOut == 0 {
+			maxOut = m.MaxOutput
+		}
+	}
+	if window <= 0 {
+		if c.Model == "" {
+			return r, fmt.Errorf("host: config: set Model or ContextWindow")
+		}
+		return r, fmt.Errorf("host: config: model %q is not in the catalog; set ContextWindow", c.Model)
+	}
+	if maxOut <= 0 {
+		maxOut = min(8192, window/4)
+	}
+	if maxOut >= window {
+		maxOut = window / 4
+	}
+	if budget == 0 {
+		budget = window - maxOut
+	}
+	r.budget = budget
+	r.ContextWindow, r.MaxOutputTokens = window, maxOut
+
+	def := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&r.PruneThreshold, 0.70)
+	def(&r.CompactThreshold, 0.85)
+	def(&r.OverheadReserve, 0.10)
+	def(&r.EmergencyThreshold, 0.95)
+	def(&r.MinSavings, 0.10)
+	defInt(&r.KeepRecentTokens, min(40000, budget/4))
+	defInt(&r.MinKeepMessages, 2)
+	defInt(&r.PruneMinTokens, 2000)
+	defInt(&r.PruneKeepTokens, 400)
+	defInt(&r.ProtectRecentTokens, r.KeepRecentTokens)
+	defInt(&r.EmergencyKeepMessages, 8)
+	defInt(&r.BreakerFailures, 3)
+	defInt(&r.SummaryTokens, min(8000, max(1000, budget/20)))
+	defInt(&r.SummarizerBudget, budget)
+	if r.BreakerCooldown <= 0 {
+		r.BreakerCooldown = 5 * time.Minute
+	}
+	if r.StrategyTimeout <= 0 {
+		r.StrategyTimeout = 2 * time.Minute
+	}
+	if r.Strategy == "" {
+		r.Strategy = "structured"
+	}
+	if r.Fallbacks == nil {
+		r.Fallbacks = []string{"narrative", "truncate"}
+	}
+	if r.OverheadReserve < 0 {
+		r.OverheadReserve = 0 // a negative value disables the reserve
+	}
+	r.pruneAt = r.PruneThreshold
+	r.compactAt = max(r.CompactThreshold-r.OverheadReserve, 0.1)
+	r.emergencyAt = r.EmergencyThreshold
+	for name, v := range map[string]float64{"PruneThreshold": r.PruneThreshold, "CompactThreshold": r.CompactThreshold, "EmergencyThreshold": r.EmergencyThreshold, "MinSavings": r.MinSavings} {
+		if v < 0 || v > 1 {
+			return r, fmt.Errorf("host: config: %s %.2f is outside 0..1", name, v)
+		}
+	}
+	if r.emergencyAt <= r.compactAt {
+		return r, fmt.Errorf("host: config: EmergencyThreshold %.2f must be above the compaction point %.2f (CompactThreshold less OverheadReserve)", r.emergencyAt, r.compactAt)
+	}
+	if r.KeepRecentTokens >= budget {
+		return r, fmt.Errorf("host: config: KeepRecentTokens %d must be below the input budget %d", r.KeepRecentTokens, budget)
+	}
+	return r, nil
+}
+
+// Budget is the resolved input budget and thresholds of an engine.
+type Budget struct {
+	ContextWindow   int
+	MaxOutputTokens int
+	// Input is the tokens a request may carry: window less output reserve.
+	Input int
+	// PruneAt, CompactAt and EmergencyAt are shares of Input.
+	PruneAt, CompactAt, EmergencyAt float64
+}

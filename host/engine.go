@@ -1,0 +1,413 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/catalog"
+	"github.com/compact-host/compact-host/host/internal/jsonl"
+	"github.com/compact-host/compact-host/host/internal/tokens"
+	"github.com/compact-host/compact-host/host/plugin"
+)
+
+// Strategy summarizes folded messages. Plugins of every transport
+// implement it; so can a Go value linked into the agent.
+type Strategy interface {
+	Summarize(ctx context.Context, svc plugin.Services, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error)
+}
+
+// StrategyFunc adapts a function to Strategy.
+type StrategyFunc func(ctx context.Context, svc plugin.Services, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error)
+
+// Summarize calls f.
+func (f StrategyFunc) Summarize(ctx context.Context, svc plugin.Services, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error) {
+	return f(ctx, svc, req)
+}
+
+// StrategyResolver finds a strategy by name.
+type StrategyResolver func(name string) (Strategy, error)
+
+// ModelClient is a model the engine's strategies may call. The clients of
+// package host/provider implement it.
+type ModelClient interface {
+	Complete(ctx context.Context, req *abi.CompleteRequest) (*abi.CompleteResponse, error)
+	Model() string
+}
+
+// ErrUnknownStrategy is returned (wrapped) for a strategy no source has.
+var ErrUnknownStrategy = errors.New("host: unknown strategy")
+
+// Option configures an Engine beyond its Config: the parts that are code.
+type Option func(*Engine)
+
+// WithStrategy registers an in-process strategy under name. It takes
+// precedence over the resolver's.
+func WithStrategy(name string, s Strategy) Option {
+	return func(e *Engine) { e.local[name] = s }
+}
+
+// WithStrategyResolver sets where strategies not registered with
+// WithStrategy are found, typically a plugin registry.
+func WithStrategyResolver(r StrategyResolver) Option {
+	return func(e *Engine) { e.resolve = r }
+}
+
+// WithModel sets the model strategies call. Without one, every strategy
+// runs offline.
+func WithModel(m ModelClient) Option { return func(e *Engine) { e.model = m } }
+
+// WithLogger sets the engine's logger. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+
+// Engine decides when a session must shrink and shrinks it. One Engine
+// serves any number of sessions for one model; it is safe for concurrent use.
+type Engine struct {
+	cfg     resolved
+	counter tokens.Counter
+	local   map[string]Strategy
+	resolve StrategyResolver
+	model   ModelClient
+	log     *slog.Logger
+	events  bus
+
+	mu       sync.Mutex
+	calib    tokens.Calibration
+	breakers map[string]*breaker
+}
+
+// New builds an engine.
+func New(cfg Config, opts ...Option) (*Engine, error) {
+	r, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	counter, err := tokens.New(cfg.Tokenizer, cfg.Model)
+	if err != nil {
+		return nil, fmt.Errorf("host: config: %w", err)
+	}
+	e := &Engine{cfg: r, counter: counter, local: map[string]Strategy{}, log: slog.Default(), breakers: map[string]*breaker{}}
+	for _, o := range opts {
+		o(e)
+	}
+	return e, nil
+}
+
+// Budget reports the engine's resolved window and thresholds.
+func (e *Engine) Budget() Budget {
+	return Budget{ContextWindow: e.cfg.ContextWindow, MaxOutputTokens: e.cfg.MaxOutputTokens, Input: e.cfg.budget,
+		PruneAt: e.cfg.pruneAt, CompactAt: e.cfg.compactAt, EmergencyAt: e.cfg.emergencyAt}
+}
+
+// Tokenizer names the token counter in use ("chars/4", "o200k", "cl100k").
+func (e *Engine) Tokenizer() string { return e.counter.Name() }
+
+// CountTokens estimates text with the engine's counter, uncalibrated. Use
+// it to size tool schemas once and pass the figure in every Request.
+func (e *Engine) CountTokens(text string) int { return e.counter.Count(text) }
+
+// Calibration is the current calibration factor and the reports behind it.
+func (e *Engine) Calibration() (factor float64, samples int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calib.Factor(), e.calib.Samples()
+}
+
+// Subscribe calls fn for every event, synchronously, until the returned
+// function is called.
+func (e *Engine) Subscribe(fn func(Event)) (unsubscribe func()) { return e.events.subscribe(fn) }
+
+// NewSession returns an empty in-memory session.
+func (e *Engine) NewSession() *Session {
+	var b [6]byte
+	rand.Read(b[:])
+	s := newSession("session-"+hex.EncodeToString(b[:]), e.counter)
+	s.files = newFileOps(&e.cfg.FileTools)
+	return s
+}
+
+// OpenSession opens the session log at path, creating it if needed, and
+// replays it. A torn last line (a crash mid-append) is moved aside and
+// reported by Session.Torn; everything before it loads. A bad complete
+// line is an error naming the file and line.
+func (e *Engine) OpenSession(path string) (*Session, error) {
+	s := newSession(path, e.counter)
+	s.files = newFileOps(&e.cfg.FileTools)
+	log, torn, err := jsonl.Open(path, s.replayLine)
+	if err != nil {
+		return nil, fmt.Errorf("host: open session: %w", err)
+	}
+	log.Sync = e.cfg.SyncWrites
+	s.log, s.torn = log, torn
+	if torn != nil {
+		e.log.Warn("session log had a torn last line", "path", path, "torn", torn.String())
+	}
+	return s, nil
+}
+
+// LoadSession replays a session log read-only.
+func (e *Engine) LoadSession(path string) (*Session, error) {
+	s := newSession(path, e.counter)
+	s.files = newFileOps(&e.cfg.FileTools)
+	torn, _, err := jsonl.Read(path, s.replayLine)
+	if err != nil {
+		return nil, fmt.Errorf("host: load session: %w", err)
+	}
+	s.torn = torn
+	return s, nil
+}
+
+// replayLine applies one log line while a session loads.
+func (s *Session) replayLine(line []byte, _ int) error {
+	var ent Entry
+	if err := json.Unmarshal(line, &ent); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadEntry, err)
+	}
+	switch ent.Type {
+	case EntryMessage:
+		if ent.Message == nil {
+			return fmt.Errorf("%w: message entry without a message", ErrBadEntry)
+		}
+		return s.appendLocked(*ent.Message, false)
+	case EntryCompaction:
+		if ent.Compaction == nil {
+			return fmt.Errorf("%w: compaction entry without a compaction", ErrBadEntry)
+		}
+		return s.applyCompaction(*ent.Compaction)
+	case EntryPrune:
+		p := ent.Prune
+		if p == nil {
+			return fmt.Errorf("%w: prune entry without a prune", ErrBadEntry)
+		}
+		i, ok := s.index[p.MessageID]
+		if !ok || p.Block < 0 || p.Block >= len(s.msgs[i].msg.Content) {
+			return fmt.Errorf("%w: prune of unknown message %q block %d", ErrBadEntry, p.MessageID, p.Block)
+		}
+		s.applyPrune(i, p.Block, p.Text)
+		return nil
+	case EntryUndo:
+		if ent.Undo == nil || len(s.active) == 0 || s.compactions[s.active[len(s.active)-1]].ID != ent.Undo.Compaction {
+			return fmt.Errorf("%w: undo does not name the active compaction", ErrBadEntry)
+		}
+		s.active = s.active[:len(s.active)-1]
+		s.rebuildView()
+		return nil
+	}
+	return fmt.Errorf("%w: unknown entry type %q (want message, compaction, prune or undo)", ErrBadEntry, ent.Type)
+}
+
+// Request is what the next model call adds to the context beyond the
+// session's messages.
+type Request struct {
+	// ToolSchemaTokens is the size of the tool definitions sent.
+	ToolSchemaTokens int
+	// DynamicTokens is per-request context: a system prompt addendum,
+	// retrieved documents, the date.
+	DynamicTokens int
+}
+
+// Action is what a gate check did.
+type Action int
+
+// Actions, in increasing order of force.
+const (
+	ActionNone Action = iota
+	ActionPruned
+	ActionCompacted
+	ActionEmergency
+)
+
+func (a Action) String() string {
+	return [...]string{"none", "pruned", "compacted", "emergency"}[a]
+}
+
+// Decision is the outcome of a gate check.
+type Decision struct {
+	Action Action
+	// TokensBefore and TokensAfter are calibrated estimates of the whole
+	// request, overhead included.
+	TokensBefore, TokensAfter int
+	Budget                    int
+	// Fits is false when even the emergency path left the request over
+	// the budget, or compaction is disabled and the request is over.
+	Fits bool
+}
+
+// Usage is the share of the budget the request would use.
+func (d Decision) Usage() float64 { return float64(d.TokensAfter) / float64(d.Budget) }
+
+// calibrated applies the engine's calibration factor.
+func (e *Engine) calibrated(raw int) int {
+	e.mu.Lock()
+	n := e.calib.Apply(raw)
+	e.mu.Unlock()
+	return n
+}
+
+// EnsureFits is the gate: call it before every model call and after every
+// batch of tool results. Below the prune threshold it only measures. Above
+// it, old oversized tool results are shortened; above the compaction point
+// the history is compacted; at the emergency threshold the newest messages
+// are kept with a notice and no model is called. An error means nothing in
+// the session changed.
+func (e *Engine) EnsureFits(ctx context.Context, s *Session, req Request) (Decision, error) {
+	s.mu.Lock()
+	overhead := req.ToolSchemaTokens + req.DynamicTokens
+	raw := s.contextTokens() + overhead
+	s.lastEstimate, s.checked = raw, true
+	used := e.calibrated(raw)
+	budget := e.cfg.budget
+	if !s.forceCompact && float64(used) < e.cfg.pruneAt*float64(budget) {
+		s.mu.Unlock()
+		return Decision{TokensBefore: used, TokensAfter: used, Budget: budget, Fits: true}, nil
+	}
+	s.mu.Unlock()
+	return e.act(ctx, s, overhead, used)
+}
+
+// act is the gate above the prune threshold.
+func (e *Engine) act(ctx context.Context, s *Session, overhead, before int) (Decision, error) {
+	budget := float64(e.cfg.budget)
+	d := Decision{TokensBefore: before, Budget: e.cfg.budget}
+	measure := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return e.calibrated(s.contextTokens() + overhead)
+	}
+	s.mu.Lock()
+	force := s.forceCompact
+	s.mu.Unlock()
+
+	if e.prune(s, e.cfg.ProtectRecentTokens) > 0 {
+		d.Action = ActionPruned
+	}
+	used := measure()
+	if !e.cfg.DisableCompaction && (force || float64(used) >= e.cfg.compactAt*budget) {
+		s.mu.Lock()
+		suppressed := s.suppressedAt >= 0 && !force
+		s.mu.Unlock()
+		switch {
+		case float64(used) >= e.cfg.emergencyAt*budget:
+			if _, err := e.emergency(s, used, overhead); err != nil {
+				return d, err
+			}
+			d.Action = ActionEmergency
+		case !suppressed:
+			res, err := e.compact(ctx, s, compactOptions{overhead: overhead})
+			if err != nil && !errors.Is(err, ErrNothingToFold) {
+				return d, err
+			}
+			if err == nil {
+				d.Action = ActionCompacted
+				if res.Emergency {
+					d.Action = ActionEmergency
+				}
+			}
+		}
+		used = measure()
+		if float64(used) >= e.cfg.emergencyAt*budget {
+			// Still over: drop the protection of recent tool results.
+			if e.prune(s, 0) > 0 && d.Action < ActionPruned {
+				d.Action = ActionPruned
+			}
+			used = measure()
+		}
+	}
+	s.mu.Lock()
+	s.forceCompact = false
+	s.mu.Unlock()
+	d.TokensAfter = used
+	d.Fits = used <= e.cfg.budget
+	return d, nil
+}
+
+// ObserveUsage feeds a provider's usage report for the last call made after
+// a gate check. Session.Append does this for assistant messages carrying
+// Usage; call it directly when the reply is not appended.
+func (e *Engine) ObserveUsage(s *Session, u Usage) {
+	s.mu.Lock()
+	est, ok := s.lastEstimate, s.checked
+	s.checked = false
+	s.mu.Unlock()
+	reported := u.PromptTokens()
+	if ok {
+		e.mu.Lock()
+		e.calib.Observe(est, reported)
+		e.mu.Unlock()
+	}
+	if reported > e.cfg.ContextWindow {
+		s.mu.Lock()
+		s.forceCompact = true
+		s.mu.Unlock()
+		e.events.emit(&OverflowEvent{Session: s.ID(), Reason: fmt.Sprintf("reported input %d tokens exceeds the %d token window", reported, e.cfg.ContextWindow), Silent: true})
+	}
+}
+
+// AppendReply appends an assistant reply and feeds its Usage, if any, to
+// calibration and silent-overflow detection.
+func (e *Engine) AppendReply(s *Session, m Message) error {
+	if err := s.Append(m); err != nil {
+		return err
+	}
+	if m.Usage != nil {
+		e.ObserveUsage(s, *m.Usage)
+	}
+	s.mu.Lock()
+	s.overflowRetry = false
+	s.mu.Unlock()
+	return nil
+}
+
+// services is what plugins reach during a compaction. It counts the model
+// usage of the calls they make.
+type services struct {
+	e     *Engine
+	mu    sync.Mutex
+	usage Usage
+	model string
+}
+
+func (sv *services) Complete(ctx context.Context, req *abi.CompleteRequest) (*abi.CompleteResponse, error) {
+	if sv.e.model == nil {
+		return nil, abi.Errorf(abi.CodeNoModel, "no model is configured; run offline")
+	}
+	resp, err := sv.e.model.Complete(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	sv.mu.Lock()
+	sv.usage.InputTokens += resp.Usage.InputTokens
+	sv.usage.OutputTokens += resp.Usage.OutputTokens
+	sv.usage.CacheReadTokens += resp.Usage.CacheReadTokens
+	sv.usage.CacheWriteTokens += resp.Usage.CacheWriteTokens
+	sv.model = resp.Model
+	sv.mu.Unlock()
+	return resp, nil
+}
+
+func (sv *services) CountTokens(_ context.Context, text string) (int, error) {
+	return sv.e.counter.Count(text), nil
+}
+
+// cost prices the usage with the catalog's figures for the model.
+func (sv *services) cost() float64 {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	name := sv.model
+	if name == "" && sv.e.model != nil {
+		name = sv.e.model.Model()
+	}
+	m, ok := catalog.Lookup(name)
+	if !ok {
+		return 0
+	}
+	u := sv.usage
+	return (float64(u.InputTokens)*m.InputPrice + float64(u.OutputTokens)*m.OutputPrice +
+		float64(u.CacheReadTokens)*m.CacheReadPrice + float64(u.CacheWriteTokens)*m.CacheWritePrice) / 1e6
+}

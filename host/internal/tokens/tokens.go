@@ -1,0 +1,144 @@
+// Package tokens estimates and calibrates token counts.
+package tokens
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/tiktoken-go/tokenizer"
+)
+
+// Counter counts the tokens of a text.
+type Counter interface {
+	// Name identifies the method: "chars/4", "o200k" or "cl100k".
+	Name() string
+	Count(s string) int
+}
+
+// Counter names accepted by New.
+const (
+	ModeAuto   = "auto"
+	ModeChars  = "chars"
+	ModeO200k  = "o200k"
+	ModeCl100k = "cl100k"
+)
+
+type charsCounter struct{}
+
+func (charsCounter) Name() string { return "chars/4" }
+
+// Count is a quarter of the characters, rounded up: the rule of thumb for
+// English text and code that providers without a public tokenizer quote.
+func (charsCounter) Count(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
+
+// Chars returns the chars/4 estimator.
+func Chars() Counter { return charsCounter{} }
+
+type exactCounter struct {
+	name  string
+	codec tokenizer.Codec
+}
+
+func (c exactCounter) Name() string { return c.name }
+
+func (c exactCounter) Count(s string) int {
+	n, err := c.codec.Count(s)
+	if err != nil {
+		// Invalid UTF-8 is the only failure; fall back rather than lose the count.
+		return charsCounter{}.Count(s)
+	}
+	return n
+}
+
+var (
+	codecMu sync.Mutex
+	codecs  = map[string]Counter{}
+)
+
+func exact(mode string) Counter {
+	codecMu.Lock()
+	defer codecMu.Unlock()
+	if c, ok := codecs[mode]; ok {
+		return c
+	}
+	enc := tokenizer.O200kBase
+	if mode == ModeCl100k {
+		enc = tokenizer.Cl100kBase
+	}
+	codec, err := tokenizer.Get(enc)
+	if err != nil {
+		panic(err) // both encodings are compiled in
+	}
+	c := exactCounter{name: mode, codec: codec}
+	codecs[mode] = c
+	return c
+}
+
+// New returns the counter for mode. ModeAuto picks the model's own
+// tokenizer where one is public and chars/4 otherwise.
+func New(mode, model string) (Counter, error) {
+	switch mode {
+	case "", ModeAuto:
+		return ForModel(model), nil
+	case ModeChars:
+		return Chars(), nil
+	case ModeO200k, ModeCl100k:
+		return exact(mode), nil
+	}
+	return nil, fmt.Errorf("tokens: unknown tokenizer %q (want auto, chars, o200k or cl100k)", mode)
+}
+
+// ForModel returns the exact tokenizer of OpenAI models and chars/4 for the rest.
+func ForModel(model string) Counter {
+	m := strings.ToLower(model)
+	if i := strings.LastIndex(m, "/"); i >= 0 {
+		m = m[i+1:]
+	}
+	for _, p := range []string{"gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss", "codex"} {
+		if strings.HasPrefix(m, p) {
+			return exact(ModeO200k)
+		}
+	}
+	for _, p := range []string{"gpt-4", "gpt-3.5", "gpt-35"} {
+		if strings.HasPrefix(m, p) {
+			return exact(ModeCl100k)
+		}
+	}
+	return Chars()
+}
+
+// Framing costs that providers add around content, in tokens.
+const (
+	perMessage    = 4
+	perToolUse    = 12
+	perToolResult = 6
+	// perImage is a typical image's cost: Anthropic bills about
+	// width*height/750 tokens, near 1,600 for a 1092x1092 picture.
+	perImage = 1600
+)
+
+// Message estimates the tokens of one message.
+func Message(c Counter, m *abi.Message) int {
+	n := perMessage
+	for i := range m.Content {
+		n += Block(c, &m.Content[i])
+	}
+	return n
+}
+
+// Block estimates the tokens of one content block.
+func Block(c Counter, b *abi.Block) int {
+	switch b.Type {
+	case abi.BlockToolUse:
+		return perToolUse + c.Count(b.Name) + c.Count(string(b.Input))
+	case abi.BlockToolResult:
+		return perToolResult + c.Count(b.Text)
+	case abi.BlockImage:
+		return perImage
+	default:
+		return c.Count(b.Text)
+	}
+}
