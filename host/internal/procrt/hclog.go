@@ -1,0 +1,71 @@
+package procrt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// newHCLogger returns an hclog.Logger, the logger go-plugin takes, whose
+// lines go to logger. hclog writes JSON lines; each is decoded back into a
+// slog record with its level, message and fields.
+func newHCLogger(logger *slog.Logger) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "plugin",
+		Level:      hclog.Debug,
+		JSONFormat: true,
+		Output:     &slogWriter{logger: logger},
+	})
+}
+
+type slogWriter struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *slogWriter) emit(line []byte) {
+	var fields map[string]any
+	if err := json.Unmarshal(line, &fields); err != nil {
+		w.logger.Info(string(line))
+		return
+	}
+	msg, _ := fields["@message"].(string)
+	level := slog.LevelInfo
+	switch fields["@level"] {
+	case "trace", "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	attrs := make([]slog.Attr, 0, len(fields))
+	for k, v := range fields {
+		switch k {
+		case "@message", "@level", "@timestamp":
+			continue
+		}
+		attrs = append(attrs, slog.Any(k, v))
+	}
+	w.logger.LogAttrs(context.Background(), level, msg, attrs...)
+}
