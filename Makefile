@@ -15,3 +15,25 @@ test: ## run every test (the README's test command)
 check: ## vet, race tests, wasm builds, tidy check
 	$(GO) vet ./... ./abi/... ./sdk/...
 	$(GO) test -race ./... ./abi/... ./sdk/...
+
+# Built-in plugins: each plugins/<name>/cmd/<name> becomes an embedded wasm
+# module. The outputs are committed (see RATIONALE.md).
+BUILTIN_DIR := host/internal/builtin/wasm
+WASM_BUILD := GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w'
+
+plugins: ## build plugins/*/cmd/* into host/internal/builtin/wasm/<name>.wasm
+	@for dir in plugins/*/cmd/*/; do \
+		name=$$(basename $$dir); \
+		echo "$(WASM_BUILD) -o $(BUILTIN_DIR)/$$name.wasm ./$$dir"; \
+		$(WASM_BUILD) -o $(BUILTIN_DIR)/$$name.wasm ./$$dir || exit 1; \
+	done
+
+# Hostile test plugins: hand-written WAT assembled with wat2wasm (Debian
+# package wabt); the outputs are committed beside their sources.
+HOSTILE_DIR := host/internal/wasmrt/testdata
+
+hostile: ## assemble the hostile test plugins (needs wat2wasm from wabt)
+	@for f in $(HOSTILE_DIR)/*.wat; do \
+		echo "wat2wasm $$f -o $${f%.wat}.wasm"; \
+		wat2wasm $$f -o $${f%.wat}.wasm || exit 1; \
+	done
