@@ -91,11 +91,7 @@ func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
 	if p.folded == 0 {
 		return nil, ErrNothingToFold
 	}
-	ops := newFileOps(&e.cfg.FileTools)
-	for i := 0; i < p.cut; i++ {
-		ops.observe(&s.msgs[i].msg)
-	}
-	p.files = ops.snapshot()
+	p.files = s.fileOpsBefore(p.cut)
 	if k := len(s.requests); k > 0 && s.requests[k-1] < p.cut && !s.msgs[s.requests[k-1]].msg.Pinned {
 		p.latestRequest = requestText(&s.msgs[s.requests[k-1]].msg)
 	}
@@ -415,11 +411,7 @@ func (e *Engine) emergency(s *Session, before, overhead int) (Compaction, error)
 			p.folded++
 		}
 	}
-	ops := newFileOps(&e.cfg.FileTools)
-	for i := 0; i < p.cut; i++ {
-		ops.observe(&s.msgs[i].msg)
-	}
-	p.files = ops.snapshot()
+	p.files = s.fileOpsBefore(p.cut)
 	if k := len(s.requests); k > 0 && s.requests[k-1] < p.cut && !s.msgs[s.requests[k-1]].msg.Pinned {
 		p.latestRequest = requestText(&s.msgs[s.requests[k-1]].msg)
 	}
@@ -438,6 +430,15 @@ func (e *Engine) emergency(s *Session, before, overhead int) (Compaction, error)
 	e.events.emit(&CompactionEvent{Session: s.id, CompactionID: c.ID, Strategy: StrategyEmergency, Emergency: true, Offline: true,
 		TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter, MessagesFolded: c.MessagesFolded, Turn: p.turnNo, Duration: time.Since(began)})
 	return c, nil
+}
+
+// fileOpsBefore is the cumulative file operations of msgs[:cut].
+func (s *Session) fileOpsBefore(cut int) abi.FileOps {
+	ops := newFileOps(nil)
+	for i := 0; i < cut; i++ {
+		ops.replay(s.msgs[i].files)
+	}
+	return ops.snapshot()
 }
 
 // breaker counts a strategy's consecutive failures.

@@ -84,16 +84,24 @@ func (f *fileOps) add(path string, modified bool) {
 	}
 }
 
-// observe records the file operations of m's tool calls.
-func (f *fileOps) observe(m *Message) {
+// observe records the file operations of m's tool calls and returns them.
+func (f *fileOps) observe(m *Message) []fileOp {
+	var ops []fileOp
 	for i := range m.Content {
 		b := &m.Content[i]
 		if b.Type != abi.BlockToolUse {
 			continue
 		}
-		for _, op := range fileOpsOf(f.tools, b.Name, b.Input) {
-			f.add(op.path, op.modified)
-		}
+		ops = append(ops, fileOpsOf(f.tools, b.Name, b.Input)...)
+	}
+	f.replay(ops)
+	return ops
+}
+
+// replay records operations extracted earlier.
+func (f *fileOps) replay(ops []fileOp) {
+	for _, op := range ops {
+		f.add(op.path, op.modified)
 	}
 }
 

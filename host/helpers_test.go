@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -109,3 +110,5 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+var discardLogger = slog.New(slog.DiscardHandler)

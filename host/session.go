@@ -81,6 +81,8 @@ type msgState struct {
 	tokens int // estimate of the message as the view shows it (prunes applied)
 	// pruned holds replacement text of tool_result blocks by block index.
 	pruned map[int]string
+	// files are the file operations of the message's tool calls.
+	files []fileOp
 }
 
 // Session is a conversation and its compaction history. Its methods are
@@ -205,7 +207,7 @@ func (s *Session) appendLocked(m Message, persist bool) error {
 	if isRequest(&m) {
 		s.requests = append(s.requests, i)
 	}
-	s.files.observe(&m)
+	s.msgs[i].files = s.files.observe(&m)
 	if s.suppressedAt >= 0 && i >= s.suppressedAt {
 		s.suppressedAt = -1 // new content arrived
 	}

@@ -1,0 +1,88 @@
+package host
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// bigSession is 10,000 messages of about 1M tokens (chars/4) in turns of a
+// request, a call and its result.
+func bigSession(b *testing.B) (*Engine, *Session) {
+	e, err := New(Config{ContextWindow: 2_000_000, MaxOutputTokens: 32000, Tokenizer: "chars"}, WithStrategy("structured", &recorder{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := e.NewSession()
+	out := filler("out", 345)
+	for i := 0; len(s.msgs) < 10000; i++ {
+		id := fmt.Sprintf("c%d", i)
+		must(b, s.Append(user(fmt.Sprintf("step %d", i))))
+		must(b, s.Append(assistant("running", call(id, "Bash", map[string]any{"command": "go test ./..."}))))
+		must(b, s.Append(results(result(id, out))))
+		must(b, s.Append(assistant("ok")))
+	}
+	if tok := s.ContextTokens(); tok < 900_000 || tok > 1_200_000 {
+		b.Fatalf("session has %d tokens, want about 1M", tok)
+	}
+	return e, s
+}
+
+// BenchmarkEnsureFitsBelowThreshold is the gate's fast path. Target: ≤ 1 µs/op, 0 allocs/op.
+func BenchmarkEnsureFitsBelowThreshold(b *testing.B) {
+	e, s := bigSession(b)
+	req := Request{ToolSchemaTokens: 5000}
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := e.EnsureFits(ctx, s, req)
+		if err != nil || d.Action != ActionNone {
+			b.Fatal(d, err)
+		}
+	}
+}
+
+// BenchmarkFindCut finds where to cut the 10,000-message session. Target: ≤ 200 µs.
+func BenchmarkFindCut(b *testing.B) {
+	_, s := bigSession(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if cut := s.findCut(0, 40000, 2); cut <= 0 {
+			b.Fatal("no cut")
+		}
+	}
+}
+
+// BenchmarkMakePlan is the whole planning step: cut, folded messages, file ops.
+func BenchmarkMakePlan(b *testing.B) {
+	e, s := bigSession(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.makePlan(s, 40000); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppend appends to sessions of different lengths: the cost must
+// not grow with the length.
+func BenchmarkAppend(b *testing.B) {
+	for _, n := range []int{100, 10000, 100000} {
+		b.Run(fmt.Sprintf("len=%d", n), func(b *testing.B) {
+			e, _ := New(Config{ContextWindow: 1 << 30, Tokenizer: "chars"})
+			s := e.NewSession()
+			m := Message{Role: abi.RoleUser, Content: []Block{{Type: abi.BlockText, Text: "a message of ordinary length, about eighty characters long"}}}
+			for range n {
+				m.ID = ""
+				s.Append(m)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				m.ID = ""
+				if err := s.Append(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
