@@ -122,6 +122,9 @@ func (b *codexBuilder) item(it *codexItem, id string) error {
 		}
 		m := &b.msgs[b.results]
 		m.Content = append(m.Content, abi.Block{Type: abi.BlockToolResult, ToolUseID: it.CallID, Text: text})
+	case "compaction":
+		// The agent's summary, encrypted: nothing readable to keep.
+		b.skipped["compaction (encrypted)"]++
 	default:
 		b.skipped[it.Type]++
 	}

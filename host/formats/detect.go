@@ -23,30 +23,34 @@ func Detect(head []byte) (string, error) {
 		return "", fmt.Errorf("%w: expected a JSON object, got %s", ErrUnknownFormat, snippet(rest))
 	}
 	// A whole-document format is one object, usually over many lines; a
-	// JSONL format is one object per line. Look at the first object's keys
-	// either way.
-	for i := 0; i < detectLines && len(rest) > 0; i++ {
-		if f := detectObject(rest); f != "" {
+	// JSONL format is one object per line. Look at the first object's keys;
+	// if they do not tell and the object is complete, look at the next.
+	for i := 0; i < detectLines; i++ {
+		f, end := detectObject(rest)
+		if f != "" {
 			return f, nil
 		}
-		// Undecided: the object is a JSONL record of no telling type; try
-		// the next line.
-		nl := bytes.IndexByte(rest, '\n')
-		if nl < 0 {
+		if end <= 0 {
 			break
 		}
-		rest = bytes.TrimLeft(rest[nl+1:], " \t\r\n")
+		rest = bytes.TrimLeft(rest[end:], " \t\r\n")
+		if len(rest) == 0 || rest[0] != '{' {
+			break
+		}
 	}
-	return "", fmt.Errorf("%w: no known records in the first lines", ErrUnknownFormat)
+	return "", fmt.Errorf("%w: no known records at the start", ErrUnknownFormat)
 }
 
 // detectObject scans the top-level keys of the JSON object starting data,
-// which may be cut short, and names the format they show, or "".
-func detectObject(data []byte) string {
+// which may be cut short, and names the format they show, or "". When it
+// cannot tell, end is the offset just past the object if the object is
+// complete, else 0.
+func detectObject(data []byte) (format string, end int) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return ""
+		return "", 0
 	}
+	complete := false
 	keys := map[string]bool{}
 	var typ, trajectoryFormat string
 	var messages []json.RawMessage
@@ -60,16 +64,16 @@ func detectObject(data []byte) string {
 		keys[key] = true
 		switch key {
 		case "history", "trajectory":
-			return SWEAgent
+			return SWEAgent, 0
 		case "parentUuid", "isSidechain", "leafUuid":
-			return ClaudeCode
+			return ClaudeCode, 0
 		}
 		var v json.RawMessage
 		switch key {
 		case "messages":
 			messages, err = decodeArrayPrefix(dec)
 			if err != nil {
-				return decideJSON(keys, typ, trajectoryFormat, messages, system, data)
+				return decideJSON(keys, typ, trajectoryFormat, messages, system), 0
 			}
 			continue
 		}
@@ -80,7 +84,7 @@ func detectObject(data []byte) string {
 		case "type":
 			_ = json.Unmarshal(v, &typ)
 			if f := formatOfType(typ); f != "" {
-				return f
+				return f, 0
 			}
 		case "trajectory_format":
 			_ = json.Unmarshal(v, &trajectoryFormat)
@@ -88,7 +92,13 @@ func detectObject(data []byte) string {
 			system = true
 		}
 	}
-	return decideJSON(keys, typ, trajectoryFormat, messages, system, data)
+	if tok, err := dec.Token(); err == nil && tok == json.Delim('}') {
+		complete = true
+	}
+	if f := decideJSON(keys, typ, trajectoryFormat, messages, system); f != "" || !complete {
+		return f, 0
+	}
+	return "", int(dec.InputOffset())
 }
 
 // decodeArrayPrefix decodes the elements of the array at dec, stopping
@@ -127,11 +137,13 @@ func formatOfType(typ string) string {
 	return ""
 }
 
-func decideJSON(keys map[string]bool, typ, trajectoryFormat string, messages []json.RawMessage, system bool, data []byte) string {
+func decideJSON(keys map[string]bool, typ, trajectoryFormat string, messages []json.RawMessage, system bool) string {
 	switch {
 	case strings.HasPrefix(trajectoryFormat, "mini-swe-agent"):
 		return MiniSWEAgent
-	case keys["info"] && (keys["messages"] || bytes.Contains(data, []byte(`"mini_version"`))):
+	case keys["info"] && !keys["role"] && !keys["type"]:
+		// Only mini-swe-agent puts "info" first; it may be all the head
+		// holds.
 		return MiniSWEAgent
 	case keys["role"] && keys["content"]:
 		return Canonical

@@ -133,7 +133,7 @@ func normalize(msgs []abi.Message, marks []int, idPrefix string, repaired map[st
 				out = append(out, m)
 			}
 			if len(res) > 0 {
-				if i+1 < len(in) && in[i+1].Role == abi.RoleUser {
+				if i+1 < len(in) && in[i+1].Role == abi.RoleUser && !marked(marks, i+1) {
 					absorb = res
 				} else {
 					out = append(out, abi.Message{ID: m.ID + "-results", Role: abi.RoleUser, Content: res})
@@ -166,6 +166,17 @@ func normalize(msgs []abi.Message, marks []int, idPrefix string, repaired map[st
 	}
 	fixIDs(out, idPrefix, repaired)
 	return out, newMarks
+}
+
+// marked reports whether a mark falls on index i: results are not moved
+// across a compaction.
+func marked(marks []int, i int) bool {
+	for _, m := range marks {
+		if m == i {
+			return true
+		}
+	}
+	return false
 }
 
 // fixIDs gives every message a non-empty ID unique in msgs.

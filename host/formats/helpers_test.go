@@ -1,0 +1,121 @@
+package formats
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// corpusPath returns the path of a file of the shared corpus (../shared/corpus
+// from the repository root), skipping the test when the corpus is absent.
+func corpusPath(tb testing.TB, name string) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Skip("go.mod not found above the test directory; cannot locate ../shared/corpus")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "..", "shared", "corpus", name)
+	if _, err := os.Stat(p); err != nil {
+		tb.Skipf("corpus file %s not present (%v); skipping", p, err)
+	}
+	return p
+}
+
+type stats struct {
+	calls, results, userTexts, assistants, usage, maxResult int
+}
+
+func countStats(msgs []abi.Message) stats {
+	var st stats
+	for _, m := range msgs {
+		if m.Usage != nil {
+			st.usage++
+		}
+		switch m.Role {
+		case abi.RoleAssistant:
+			st.assistants++
+		case abi.RoleUser:
+			if m.Content[0].Type != abi.BlockToolResult {
+				st.userTexts++
+			}
+		}
+		for _, b := range m.Content {
+			switch b.Type {
+			case abi.BlockToolUse:
+				st.calls++
+			case abi.BlockToolResult:
+				st.results++
+				if n := len([]rune(b.Text)); n > st.maxResult {
+					st.maxResult = n
+				}
+			}
+		}
+	}
+	return st
+}
+
+// checkPairs asserts, independently of Validate, that every tool call has
+// exactly one result and every result one call.
+func checkPairs(t *testing.T, msgs []abi.Message) {
+	t.Helper()
+	calls := map[string]int{}
+	results := map[string]int{}
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			switch b.Type {
+			case abi.BlockToolUse:
+				calls[b.ID]++
+			case abi.BlockToolResult:
+				results[b.ToolUseID]++
+			}
+		}
+	}
+	for id, n := range calls {
+		if n != 1 || results[id] != 1 {
+			t.Errorf("tool call %s: %d calls, %d results", id, n, results[id])
+		}
+	}
+	for id := range results {
+		if calls[id] == 0 {
+			t.Errorf("tool result %s has no call", id)
+		}
+	}
+	if err := Validate(msgs); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func text(s string) abi.Block { return abi.Block{Type: abi.BlockText, Text: s} }
+
+func toolUse(id, name, input string) abi.Block {
+	return abi.Block{Type: abi.BlockToolUse, ID: id, Name: name, Input: []byte(input)}
+}
+
+func toolResult(id, s string) abi.Block {
+	return abi.Block{Type: abi.BlockToolResult, ToolUseID: id, Text: s}
+}
+
+func msg(id, role string, blocks ...abi.Block) abi.Message {
+	return abi.Message{ID: id, Role: role, Content: blocks}
+}
