@@ -1,0 +1,136 @@
+// Package overflow recognises context-overflow errors: a model call that
+// failed because the prompt did not fit the model's context window.
+//
+// The host compacts and retries once when a call overflows, so telling an
+// overflow apart from a rate limit, an authentication failure or a server
+// error matters: compacting on a rate limit wastes a summarization call, and
+// retrying an overflow unchanged fails again. Classify works on an HTTP
+// status and a response body; FromError works on an error, whether it is a
+// *provider.Error, an error of the official Anthropic or OpenAI Go SDKs, an
+// error of the caller's own that implements HTTPError, or a plain error whose
+// text carries the provider's message.
+//
+// Recognised, with the messages and codes the providers return: Anthropic
+// (also through Bedrock and Vertex), OpenAI and Azure OpenAI, Google Gemini,
+// Amazon Bedrock, Mistral, Groq, OpenRouter, xAI, DeepSeek, vLLM, llama.cpp,
+// LM Studio and Ollama. A 413, or a 400 without a body, is taken as an
+// overflow too, with a Reason that says it was inferred.
+//
+// Never an overflow: rate limits and throttling (any 429, codes such as
+// rate_limit_exceeded, Bedrock's "Too many tokens, please wait before trying
+// again"), authentication and permission errors (401, 403), and 5xx responses
+// unless the body carries a structured overflow code (llama.cpp builds before
+// September 2025 answered an overflow with a 500 and exceed_context_size_error).
+//
+// A silent overflow, a call that succeeded with more input than the window,
+// shows only in the usage the provider reports: see Silent.
+package overflow
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go"
+)
+
+// Result is what Classify and FromError found.
+type Result struct {
+	// Overflow is true when the request did not fit the context window.
+	Overflow bool
+	// Provider names the family whose message matched ("anthropic",
+	// "openai", "gemini", "bedrock", "mistral", "groq", "openrouter", "xai",
+	// "vllm", "llama.cpp", "lmstudio", "ollama", or "openai-compatible" for
+	// the message OpenAI, Azure, DeepSeek and vLLM share). It is a hint
+	// from the text, not proof of who answered; empty when unknown.
+	Provider string
+	// Reason says in a few words why the result is what it is, for logs
+	// and events. It is set for non-overflows too when the error was
+	// recognised (for example as a rate limit).
+	Reason string
+	// ContextWindow is the window the error states, in tokens (llama.cpp's
+	// n_ctx, "maximum context length is N tokens"); 0 when not stated.
+	ContextWindow int
+	// Requested is the prompt size the error states, in tokens; 0 when
+	// not stated.
+	Requested int
+}
+
+// HTTPError is implemented by errors that carry the HTTP response of a
+// failed model call; *provider.Error does. Agents that call providers with
+// their own HTTP code can implement it to have FromError read the real
+// status and body.
+type HTTPError interface {
+	error
+	HTTPStatus() int
+	HTTPBody() []byte
+}
+
+// Classify reports whether a response with the given HTTP status and body
+// is a context overflow. status may be 0 when unknown.
+func Classify(status int, body []byte) Result {
+	trimmed := bytes.TrimSpace(body)
+	d := parseBody(trimmed)
+	return decide(status, d, len(trimmed) == 0)
+}
+
+// FromError reports whether err is a context overflow. It looks, in order,
+// for an HTTPError in err's chain, the Anthropic and OpenAI SDK error types,
+// and finally the text of err (a status such as "status 400" or "Error
+// code: 400" and any JSON in it are used). Context cancellation and
+// deadlines are never overflows.
+func FromError(err error) Result {
+	if err == nil {
+		return Result{}
+	}
+	var he HTTPError
+	if errors.As(err, &he) {
+		return Classify(he.HTTPStatus(), he.HTTPBody())
+	}
+	var ae *anthropic.Error
+	if errors.As(err, &ae) {
+		return Classify(ae.StatusCode, []byte(ae.RawJSON()))
+	}
+	var oe *openai.Error
+	if errors.As(err, &oe) {
+		return Classify(oe.StatusCode, openAIBody(oe))
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Result{Reason: "cancelled or timed out, not an overflow"}
+	}
+	return fromText(err.Error())
+}
+
+// openAIBody rebuilds a response body from an *openai.Error. The SDK keeps
+// only the JSON under the body's "error" key, so the envelope is put back.
+func openAIBody(e *openai.Error) []byte {
+	raw := strings.TrimSpace(e.RawJSON())
+	if raw != "" && raw != "null" {
+		return []byte(`{"error":` + raw + `}`)
+	}
+	if e.Message == "" && e.Code == "" && e.Type == "" {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(`{"error":{"message":`)
+	b.WriteString(quoteJSON(e.Message))
+	b.WriteString(`,"code":`)
+	b.WriteString(quoteJSON(e.Code))
+	b.WriteString(`,"type":`)
+	b.WriteString(quoteJSON(e.Type))
+	b.WriteString(`}}`)
+	return []byte(b.String())
+}
+
+// Silent reports a silent overflow: a call that succeeded although the
+// provider counted more input tokens than the context window the host
+// believes the model has. The next, larger call will overflow, and the
+// window the host works with is wrong; either way the host compacts.
+// reportedInputTokens should be the whole prompt the provider counted
+// (abi.Usage.PromptTokens: fresh input plus cache reads and writes). A
+// contextWindow of 0 or less means unknown and never reports an overflow.
+func Silent(reportedInputTokens, contextWindow int) bool {
+	return contextWindow > 0 && reportedInputTokens > contextWindow
+}
