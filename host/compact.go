@@ -105,6 +105,9 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 	if opts.KeepRecentTokens > 0 {
 		keep = opts.KeepRecentTokens
 	}
+	// A window adopted from an overflow error may be far smaller than the
+	// one the keep figure was chosen for.
+	keep = min(keep, int(e.budget.Load())/2)
 	s.mu.Lock()
 	p, err := e.makePlan(s, keep)
 	if err == nil {
@@ -252,7 +255,7 @@ const summarizerOverhead = 2000
 // with room for the previous summary and the reply: tool results are
 // shortened first, and what still does not fit is split.
 func (e *Engine) fitChunks(msgs []Message, previous string) [][]Message {
-	avail := e.cfg.SummarizerBudget - e.cfg.SummaryTokens - summarizerOverhead - e.counter.Count(previous)
+	avail := e.summarizerBudget() - e.cfg.SummaryTokens - summarizerOverhead - e.counter.Count(previous)
 	avail = max(avail, 1000)
 	total := 0
 	for i := range msgs {
@@ -287,6 +290,15 @@ func (e *Engine) fitChunks(msgs []Message, previous string) [][]Message {
 		chunks = append(chunks, cur)
 	}
 	return chunks
+}
+
+// summarizerBudget is the configured summarizer budget, or the engine's
+// current budget when none was set.
+func (e *Engine) summarizerBudget() int {
+	if e.cfg.summarizerSet {
+		return e.cfg.SummarizerBudget
+	}
+	return int(e.budget.Load())
 }
 
 // verifySummary makes sure the summary names the latest folded request and

@@ -88,6 +88,8 @@ type resolved struct {
 	pruneAt      float64
 	compactAt    float64
 	emergencyAt  float64
+	// summarizerSet is true when SummarizerBudget was given.
+	summarizerSet bool
 }
 
 func (c Config) resolve() (resolved, error) {
@@ -146,6 +148,7 @@ func (c Config) resolve() (resolved, error) {
 	defInt(&r.EmergencyKeepMessages, 8)
 	defInt(&r.BreakerFailures, 3)
 	defInt(&r.SummaryTokens, min(8000, max(1000, budget/20)))
+	r.summarizerSet = r.SummarizerBudget > 0
 	defInt(&r.SummarizerBudget, budget)
 	if r.BreakerCooldown <= 0 {
 		r.BreakerCooldown = 5 * time.Minute

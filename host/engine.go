@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/catalog"
 	"github.com/compact-host/compact-host/host/internal/jsonl"
 	"github.com/compact-host/compact-host/host/internal/tokens"
+	"github.com/compact-host/compact-host/host/overflow"
 	"github.com/compact-host/compact-host/host/plugin"
 )
 
@@ -80,6 +82,9 @@ type Engine struct {
 	mu       sync.Mutex
 	calib    tokens.Calibration
 	breakers map[string]*breaker
+	// window and budget start from the config and shrink when a provider
+	// states a smaller window in an overflow error.
+	window, budget atomic.Int64
 }
 
 // New builds an engine.
@@ -93,6 +98,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("host: config: %w", err)
 	}
 	e := &Engine{cfg: r, counter: counter, local: map[string]Strategy{}, log: slog.Default(), breakers: map[string]*breaker{}}
+	e.window.Store(int64(r.ContextWindow))
+	e.budget.Store(int64(r.budget))
 	for _, o := range opts {
 		o(e)
 	}
@@ -101,7 +108,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 
 // Budget reports the engine's resolved window and thresholds.
 func (e *Engine) Budget() Budget {
-	return Budget{ContextWindow: e.cfg.ContextWindow, MaxOutputTokens: e.cfg.MaxOutputTokens, Input: e.cfg.budget,
+	return Budget{ContextWindow: int(e.window.Load()), MaxOutputTokens: e.cfg.MaxOutputTokens, Input: int(e.budget.Load()),
 		PruneAt: e.cfg.pruneAt, CompactAt: e.cfg.compactAt, EmergencyAt: e.cfg.emergencyAt}
 }
 
@@ -260,9 +267,9 @@ func (e *Engine) EnsureFits(ctx context.Context, s *Session, req Request) (Decis
 	s.mu.Lock()
 	overhead := req.ToolSchemaTokens + req.DynamicTokens
 	raw := s.contextTokens() + overhead
-	s.lastEstimate, s.checked = raw, true
+	s.lastEstimate, s.checked, s.lastOverhead = raw, true, overhead
 	used := e.calibrated(raw)
-	budget := e.cfg.budget
+	budget := int(e.budget.Load())
 	if !s.forceCompact && float64(used) < e.cfg.pruneAt*float64(budget) {
 		s.mu.Unlock()
 		return Decision{TokensBefore: used, TokensAfter: used, Budget: budget, Fits: true}, nil
@@ -273,8 +280,8 @@ func (e *Engine) EnsureFits(ctx context.Context, s *Session, req Request) (Decis
 
 // act is the gate above the prune threshold.
 func (e *Engine) act(ctx context.Context, s *Session, overhead, before int) (Decision, error) {
-	budget := float64(e.cfg.budget)
-	d := Decision{TokensBefore: before, Budget: e.cfg.budget}
+	budget := float64(e.budget.Load())
+	d := Decision{TokensBefore: before, Budget: int(budget)}
 	measure := func() int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -323,7 +330,7 @@ func (e *Engine) act(ctx context.Context, s *Session, overhead, before int) (Dec
 	s.forceCompact = false
 	s.mu.Unlock()
 	d.TokensAfter = used
-	d.Fits = used <= e.cfg.budget
+	d.Fits = used <= d.Budget
 	return d, nil
 }
 
@@ -341,11 +348,11 @@ func (e *Engine) ObserveUsage(s *Session, u Usage) {
 		e.calib.Observe(est, reported)
 		e.mu.Unlock()
 	}
-	if reported > e.cfg.ContextWindow {
+	if window := int(e.window.Load()); overflow.Silent(reported, window) {
 		s.mu.Lock()
 		s.forceCompact = true
 		s.mu.Unlock()
-		e.events.emit(&OverflowEvent{Session: s.ID(), Reason: fmt.Sprintf("reported input %d tokens exceeds the %d token window", reported, e.cfg.ContextWindow), Silent: true})
+		e.events.emit(&OverflowEvent{Session: s.ID(), Reason: fmt.Sprintf("reported input %d tokens exceeds the %d token window", reported, window), Silent: true})
 	}
 }
 

@@ -120,6 +120,7 @@ type Session struct {
 
 	// Gate state.
 	lastEstimate  int  // raw estimate of the last check, input for calibration
+	lastOverhead  int  // schema and dynamic tokens of the last check
 	checked       bool // a check happened since the last usage report
 	forceCompact  bool // an overflow was seen; compact at the next check
 	suppressedAt  int  // message count when a compaction freed too little; -1 if none
