@@ -60,9 +60,8 @@ const (
 
 func digestDoc(req *abi.SummarizeRequest) *digest.Doc {
 	msgs := req.Messages
-	reqs := digest.Requests(msgs)
-	calls := digest.Calls(msgs)
-	files := digest.FileOps(msgs, req.FileOps)
+	f := digest.Gather(req)
+	reqs, calls, files := f.Requests, f.Calls, f.Files
 	d := &digest.Doc{Preamble: DigestNote + fmt.Sprintf(" %d messages, %d tool calls.", len(msgs), len(calls))}
 
 	rp := digest.Part{Title: "User Requests", Empty: "No user request in the folded messages.", Omitted: "(%d earlier requests left out to fit the size target.)"}
@@ -91,7 +90,7 @@ func digestDoc(req *abi.SummarizeRequest) *digest.Doc {
 	}
 
 	ep := digest.Part{Title: "Errors", Empty: "No errors seen.", Omitted: "(%d errors left out to fit the size target.)"}
-	errs := digest.Errors(msgs)
+	errs := f.Errors
 	if len(errs) > 5 {
 		ep.Items = append(ep.Items, digest.Item{Text: fmt.Sprintf("%d errors in all; the last 5:", len(errs)), Keep: keepErrors})
 	}

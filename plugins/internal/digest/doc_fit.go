@@ -36,6 +36,9 @@ type Doc struct {
 	// Preamble is written before the first part; Trailer after the last.
 	Preamble, Trailer string
 	Parts             []Part
+	// Prose writes each part as a paragraph led by its title in bold, its
+	// items run together, instead of a heading and lines.
+	Prose bool
 }
 
 // Render writes the document as markdown with a "## " heading per part.
@@ -44,6 +47,9 @@ func (d *Doc) Render() string {
 	if d.Preamble != "" {
 		b.WriteString(d.Preamble)
 		b.WriteString("\n\n")
+	}
+	if d.Prose {
+		return d.renderProse(&b)
 	}
 	for i, p := range d.Parts {
 		if i > 0 {
@@ -114,4 +120,27 @@ func FitDoc(ctx context.Context, d *Doc, target int, count func(context.Context,
 	}
 	d.Fit(target*EstimateTokens(s)/n, EstimateTokens)
 	return d.Render()
+}
+
+func (d *Doc) renderProse(b *strings.Builder) string {
+	for _, p := range d.Parts {
+		var parts []string
+		if p.dropped > 0 && p.Omitted != "" {
+			parts = append(parts, fmt.Sprintf(p.Omitted, p.dropped))
+		}
+		for _, it := range p.Items {
+			parts = append(parts, it.Text)
+		}
+		if len(parts) == 0 {
+			if p.Empty == "" {
+				continue
+			}
+			parts = append(parts, p.Empty)
+		}
+		b.WriteString("**" + p.Title + ".** " + strings.Join(parts, " ") + "\n\n")
+	}
+	if d.Trailer != "" {
+		b.WriteString(d.Trailer + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n") + "\n"
 }

@@ -54,7 +54,52 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 			f.Previous = append(f.Previous, t)
 		}
 	}
+	for _, p := range f.Previous {
+		f.Files = MergeFileOps(f.Files, abi.FileOps{Modified: PreviousModified(p)})
+	}
 	return f
+}
+
+// PreviousModified finds the files a previous summary lists as modified:
+// the backquoted paths on a line that starts with "Modified:" and on the
+// list lines under such a line.
+func PreviousModified(summary string) []string {
+	var out []string
+	under := false
+	for _, line := range strings.Split(summary, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(t, "Modified:") || strings.HasPrefix(t, "**Files.** Modified:"):
+			under = true
+			out = append(out, backquoted(t)...)
+		case under && (strings.HasPrefix(t, "- ") || strings.HasPrefix(t, "* ")):
+			if p := backquoted(t); len(p) > 0 {
+				out = append(out, p[0])
+			}
+		default:
+			under = false
+		}
+	}
+	return out
+}
+
+// backquoted returns the `quoted` spans of s.
+func backquoted(s string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(s, '`')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(s[i+1:], '`')
+		if j < 0 {
+			return out
+		}
+		if p := s[i+1 : i+1+j]; p != "" {
+			out = append(out, p)
+		}
+		s = s[i+j+2:]
+	}
 }
 
 // Last returns the last n of list.
