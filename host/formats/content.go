@@ -238,7 +238,7 @@ func oaParts(parts []oaPart, skipped map[string]int) []abi.Block {
 	out := make([]abi.Block, 0, len(parts))
 	for _, p := range parts {
 		switch p.Type {
-		case "text", "input_text", "output_text":
+		case "text", "input_text", "output_text", "summary_text", "reasoning_text":
 			out = append(out, abi.Block{Type: abi.BlockText, Text: p.Text})
 		case "refusal":
 			out = append(out, abi.Block{Type: abi.BlockText, Text: p.Refusal})

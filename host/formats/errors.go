@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -73,7 +74,8 @@ func jsonReason(err error) string {
 	case errors.As(err, &se):
 		return fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, se.Error())
 	case errors.As(err, &te):
-		field := te.Field
+		// Embedded Go structs show in the path; they are not JSON keys.
+		field := strings.ReplaceAll(te.Field, "oaMessage.", "")
 		if field == "" {
 			field = "value"
 		}

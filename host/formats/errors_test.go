@@ -1,0 +1,139 @@
+package formats
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name, format, input string
+		line                int
+		msg                 string // the whole error message
+	}{
+		{"not an object", Codex, "{\"type\":\"session_meta\",\"payload\":{}}\n\n[1,2]\n", 3,
+			`input:3: codex: expected a JSON object, got "[1,2]"`},
+		{"long garbage is cut", ClaudeCode, "{\"type\":\"progress\"}\n" + strings.Repeat("é", 50) + "\n", 2,
+			`input:2: claude-code: expected a JSON object, got "` + strings.Repeat("é", 20) + `…"`},
+		{"bad JSON mid-file", Copilot, "{\"type\":\"session.start\",\"data\":{}}\n{\"type\":\"user.message\",\n{\"type\":\"x\"}\n", 2,
+			`input:2: copilot: invalid JSON at byte 23: unexpected end of JSON input`},
+		{"payload not an object", Codex, `{"type":"response_item","payload":"x"}`, 1,
+			`input:1: codex: response_item record: expected a JSON object in "payload"`},
+		{"field of the wrong type", Codex, `{"type":"response_item","payload":{"type":"function_call","call_id":5}}`, 1,
+			`input:1: codex: response_item: call_id: expected a string, got JSON number`},
+		{"no type", ClaudeCode, `{"uuid":"x"}`, 1,
+			`input:1: claude-code: expected a record with a "type"`},
+		{"message without message", ClaudeCode, `{"type":"user","uuid":"x"}`, 1,
+			`input:1: claude-code: user record without a message object`},
+		{"canonical unknown block", Canonical, `{"role":"user","content":[{"type":"video"}]}`, 1,
+			`input:1: canonical: content[0]: unknown block type "video"`},
+		{"canonical unknown role", Canonical, `{"role":"tool","content":[]}`, 1,
+			`input:1: canonical: unknown role "tool"`},
+		{"canonical neither", Canonical, `{"id":"x"}`, 1,
+			`input:1: canonical: expected a message (with "role") or a log entry (with "type")`},
+		{"document syntax", Anthropic, "{\n \"messages\": [\n  {\"role\": \"user\",, }\n ]\n}", 3,
+			`input:3: anthropic: invalid JSON at byte 36: invalid character ',' looking for beginning of object key string`},
+		{"document not an object", OpenAI, "\n\n[]", 3,
+			`input:3: openai: expected a JSON object, got "[]"`},
+		{"document field type", MiniSWEAgent, `{"messages":[{"role":5}]}`, 1,
+			`input:1: mini-swe-agent: messages.role: expected a string, got JSON number`},
+		{"content type", Anthropic, `{"messages":[{"role":"user","content":5}]}`, 0,
+			`input: anthropic: messages[0].content: value: expected an array, got JSON number`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Read(strings.NewReader(c.input), c.format)
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Read = %v, %v; want a *ParseError", s, err)
+			}
+			if s != nil || errors.Is(err, ErrTornLine) {
+				t.Errorf("a malformed file returned a session or a torn-line error: %v", err)
+			}
+			if pe.Line != c.line || pe.Format != c.format || err.Error() != c.msg {
+				t.Errorf("error %q (line %d, format %s)\nwant  %q (line %d)", err, pe.Line, pe.Format, c.msg, c.line)
+			}
+		})
+	}
+}
+
+func TestReadFileNamesTheFile(t *testing.T) {
+	lines := strings.Repeat("{\"type\":\"event_msg\",\"payload\":{\"type\":\"task_started\"}}\n", 16)
+	path := filepath.Join(t.TempDir(), "session.jsonl")
+	if err := os.WriteFile(path, []byte(lines+"\"oops\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadFile(path)
+	want := path + `:17: codex: expected a JSON object, got "\"oops\""`
+	if err == nil || err.Error() != want {
+		t.Errorf("ReadFile error %v\nwant %s", err, want)
+	}
+}
+
+func TestTornLastLine(t *testing.T) {
+	data := fixture(t, "claude-code.jsonl")
+	torn := append(bytes.Clone(data), `{"parentUuid":"a6","isSidechain":false,"type":"user","message":{"role":"user","content":"and now the ot`...)
+	s, err := Read(bytes.NewReader(torn), "")
+	if !errors.Is(err, ErrTornLine) {
+		t.Fatalf("err = %v, want ErrTornLine", err)
+	}
+	var pe *ParseError
+	if !errors.As(err, &pe) || pe.Line != 17 {
+		t.Errorf("torn line reported at %+v, want line 17", pe)
+	}
+	whole, err2 := Read(bytes.NewReader(data), "")
+	if err2 != nil || s == nil {
+		t.Fatalf("session %v, error %v", s, err2)
+	}
+	diffLines(t, describeAll(s.Messages), describeAll(whole.Messages))
+	checkPairs(t, s.Messages)
+
+	// The same cut followed by a newline is not a torn tail but a bad line.
+	_, err = Read(bytes.NewReader(append(torn, '\n')), "")
+	if err == nil || errors.Is(err, ErrTornLine) {
+		t.Errorf("terminated bad last line: err = %v, want a plain parse error", err)
+	}
+	// A complete last line without a newline is fine.
+	if _, err := Read(bytes.NewReader(bytes.TrimRight(data, "\n")), ""); err != nil {
+		t.Errorf("unterminated complete last line: %v", err)
+	}
+}
+
+func TestLongLines(t *testing.T) {
+	big := strings.Repeat("0123456789abcdef", 3<<20/16) // 3 MiB of output on one line
+	input := `{"type":"response_item","payload":{"type":"function_call","name":"cat","arguments":"{}","call_id":"c1"}}` + "\n" +
+		`{"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"` + big + `"}}` + "\r\n"
+	s, err := Read(strings.NewReader(input), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Messages[1].Content[0].Text; got != big {
+		t.Errorf("3 MiB result read back as %d bytes", len(got))
+	}
+
+	if testing.Short() {
+		t.Skip("skipping the 64 MiB line in -short mode")
+	}
+	huge := `{"type":"progress","data":"` + strings.Repeat("x", maxLineSize) + `"}`
+	_, err = Read(strings.NewReader(huge), ClaudeCode)
+	var pe *ParseError
+	if !errors.As(err, &pe) || pe.Line != 1 || !strings.Contains(pe.Reason, "longer than 64 MiB") {
+		t.Errorf("oversized line: %v", err)
+	}
+}
+
+func TestUnknownFormat(t *testing.T) {
+	if _, err := Read(strings.NewReader("{}"), "yaml"); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("Read with an unknown format: %v", err)
+	}
+	if _, err := Read(strings.NewReader(""), ""); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("Read of empty input: %v", err)
+	}
+	if err := Write(&bytes.Buffer{}, Codex, nil); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("Write codex: %v", err)
+	}
+}
