@@ -107,7 +107,9 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 	}
 	// A window adopted from an overflow error may be far smaller than the
 	// one the keep figure was chosen for.
-	keep = min(keep, int(e.budget.Load())/2)
+	if b := int(e.budget.Load()); b < e.cfg.budget {
+		keep = min(keep, b/2)
+	}
 	s.mu.Lock()
 	p, err := e.makePlan(s, keep)
 	if err == nil {

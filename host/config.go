@@ -75,6 +75,14 @@ type Config struct {
 	// StrategyTimeout bounds one strategy call. Default 2 minutes.
 	StrategyTimeout time.Duration
 
+	// ToolOutputTokens caps a tool output in TruncateToolOutput. Default:
+	// a fortieth of the budget, between 2,000 and 16,000.
+	ToolOutputTokens int
+	// ToolCategories maps tool names to output categories (head-tail,
+	// match-list, file-content, generic, or a plugin's own) over the
+	// defaults for common agents' tools.
+	ToolCategories map[string]string
+
 	// FileTools adds tool names to the file-operation tracker.
 	FileTools FileTools
 	// SyncWrites makes every log append durable before it returns.
@@ -147,6 +155,7 @@ func (c Config) resolve() (resolved, error) {
 	defInt(&r.ProtectRecentTokens, r.KeepRecentTokens)
 	defInt(&r.EmergencyKeepMessages, 8)
 	defInt(&r.BreakerFailures, 3)
+	defInt(&r.ToolOutputTokens, min(16000, max(2000, budget/40)))
 	defInt(&r.SummaryTokens, min(8000, max(1000, budget/20)))
 	r.summarizerSet = r.SummarizerBudget > 0
 	defInt(&r.SummarizerBudget, budget)

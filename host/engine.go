@@ -75,7 +75,10 @@ type Engine struct {
 	counter tokens.Counter
 	local   map[string]Strategy
 	resolve StrategyResolver
-	model   ModelClient
+	// truncators and categories serve TruncateToolOutput.
+	truncators TruncatorResolver
+	categories map[string]string
+	model      ModelClient
 	log     *slog.Logger
 	events  bus
 
@@ -97,7 +100,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: config: %w", err)
 	}
-	e := &Engine{cfg: r, counter: counter, local: map[string]Strategy{}, log: slog.Default(), breakers: map[string]*breaker{}}
+	e := &Engine{cfg: r, counter: counter, local: map[string]Strategy{}, log: slog.Default(), breakers: map[string]*breaker{},
+		categories: mergeCategories(cfg.ToolCategories)}
 	e.window.Store(int64(r.ContextWindow))
 	e.budget.Store(int64(r.budget))
 	for _, o := range opts {

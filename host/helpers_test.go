@@ -79,7 +79,7 @@ func newEngine(t testing.TB, cfg Config, opts ...Option) *Engine {
 	if cfg.Tokenizer == "" {
 		cfg.Tokenizer = "chars"
 	}
-	e, err := New(cfg, opts...)
+	e, err := New(cfg, append([]Option{WithLogger(discardLogger)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

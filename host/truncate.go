@@ -1,0 +1,103 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/plugins/truncate"
+)
+
+// Truncator shortens one tool output. Truncator plugins implement it.
+type Truncator interface {
+	Truncate(ctx context.Context, svc plugin.Services, req *abi.TruncateRequest) (*abi.TruncateResponse, error)
+}
+
+// TruncatorResolver finds the truncator for an output category.
+type TruncatorResolver func(category string) (Truncator, error)
+
+// WithTruncatorResolver sets where truncators are found.
+func WithTruncatorResolver(r TruncatorResolver) Option {
+	return func(e *Engine) { e.truncators = r }
+}
+
+// WithPlugins resolves strategies and truncators from a plugin registry:
+// the built-ins, and the plugins of its watched directory.
+func WithPlugins(reg *plugin.Registry) Option {
+	return func(e *Engine) {
+		e.resolve = func(name string) (Strategy, error) {
+			p, err := reg.Strategy(context.Background(), name)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}
+		e.truncators = func(category string) (Truncator, error) {
+			p, err := reg.Truncator(context.Background(), category)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}
+	}
+}
+
+// ToolCategory is the output category of a tool per the engine's
+// configuration: Config.ToolCategories over the defaults of common agents.
+func (e *Engine) ToolCategory(tool string) string {
+	return truncate.CategoryFor(e.categories, tool)
+}
+
+// TruncateToolOutput caps a tool's output before it enters the session:
+// an output within maxTokens (0: Config.ToolOutputTokens) comes back as it
+// is; a longer one goes through its category's truncator, which ends the
+// cut with a notice of what was omitted. If the truncator fails, the
+// engine cuts head and tail itself, so the call never fails.
+func (e *Engine) TruncateToolOutput(ctx context.Context, tool string, output []byte, maxTokens int) []byte {
+	if maxTokens <= 0 {
+		maxTokens = e.cfg.ToolOutputTokens
+	}
+	// A token is at least one byte; most outputs are decided here.
+	if len(output) <= maxTokens || e.counter.Count(string(output)) <= maxTokens {
+		return output
+	}
+	category := e.ToolCategory(tool)
+	out, err := e.truncateWith(ctx, category, tool, output, maxTokens)
+	if err != nil {
+		e.log.Warn("truncator failed; cutting head and tail", "tool", tool, "category", category, "err", err)
+		out = []byte(headTail(string(output), maxTokens*3))
+	}
+	e.events.emit(&TruncationEvent{Tool: tool, Category: category, BytesBefore: len(output), BytesAfter: len(out)})
+	return out
+}
+
+func (e *Engine) truncateWith(ctx context.Context, category, tool string, output []byte, maxTokens int) ([]byte, error) {
+	if e.truncators == nil {
+		return nil, fmt.Errorf("no truncator source configured")
+	}
+	t, err := e.truncators(category)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.StrategyTimeout)
+	defer cancel()
+	resp, err := t.Truncate(cctx, &services{e: e}, &abi.TruncateRequest{Category: category, ToolName: tool, Content: output, MaxTokens: maxTokens})
+	if err != nil {
+		return nil, err
+	}
+	if n := e.counter.Count(string(resp.Content)); n > maxTokens*11/10 {
+		return nil, fmt.Errorf("truncator returned %d tokens for a cap of %d", n, maxTokens)
+	}
+	return resp.Content, nil
+}
+
+func mergeCategories(over map[string]string) map[string]string {
+	if len(over) == 0 {
+		return nil // CategoryFor's defaults
+	}
+	m := maps.Clone(truncate.DefaultCategories)
+	maps.Copy(m, over)
+	return m
+}
