@@ -24,9 +24,13 @@ import (
 	"github.com/compact-host/compact-host/sdk"
 )
 
+// name can be set at build time (-ldflags "-X main.name=truncate") to
+// test a user plugin that overrides a built-in.
+var name = "testplug"
+
 func main() {
 	sdk.Serve(&sdk.Plugin{
-		Name:        "testplug",
+		Name:        name,
 		Version:     "0.1.0",
 		Description: "test plugin of the host's own tests",
 		Strategy:    strategy{},

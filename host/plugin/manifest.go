@@ -1,0 +1,71 @@
+package plugin
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/compact-host/compact-host/host/internal/procrt"
+)
+
+// ManifestSuffix ends the file name of a process plugin's manifest in a
+// plugins directory: "name.plugin.json".
+const ManifestSuffix = ".plugin.json"
+
+// Manifest describes a process plugin:
+//
+//	{"command": "./my-plugin", "args": ["--quiet"], "sha256": "9f86d0…"}
+//
+// A command with a path separator is relative to the manifest's directory;
+// a bare name is looked up in PATH. With
+// sha256 set, the executable must have that checksum or it is not started.
+type Manifest struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+	SHA256  string   `json:"sha256,omitempty"`
+	// Path is the manifest's own path, set by ReadManifest.
+	Path string `json:"-"`
+}
+
+// ReadManifest reads and checks a manifest file.
+func ReadManifest(path string) (Manifest, error) {
+	var m Manifest
+	fail := func(err error) (Manifest, error) {
+		return Manifest{}, &Error{Kind: ErrInvalidPlugin, Plugin: nameFromPath(path), Path: path, Op: "load", Err: err}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fail(err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fail(fmt.Errorf("manifest: %w", err))
+	}
+	m.Path = path
+	if _, err := m.procConfig(); err != nil {
+		return fail(err)
+	}
+	return m, nil
+}
+
+func (m Manifest) procConfig() (procrt.Config, error) {
+	if m.Command == "" {
+		return procrt.Config{}, fmt.Errorf("manifest: command is empty")
+	}
+	cfg := procrt.Config{Command: m.Command, Args: m.Args}
+	if m.Path != "" {
+		cfg.Dir = filepath.Dir(m.Path)
+		if !filepath.IsAbs(m.Command) && filepath.Base(m.Command) != m.Command {
+			cfg.Command = filepath.Join(cfg.Dir, m.Command)
+		}
+	}
+	if m.SHA256 != "" {
+		sum, err := hex.DecodeString(m.SHA256)
+		if err != nil || len(sum) != 32 {
+			return procrt.Config{}, fmt.Errorf("manifest: sha256 %q is not 64 hex digits", m.SHA256)
+		}
+		cfg.Checksum = sum
+	}
+	return cfg, nil
+}

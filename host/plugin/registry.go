@@ -1,0 +1,461 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/builtin"
+	"github.com/compact-host/compact-host/host/internal/wasmrt"
+)
+
+// Entry is one plugin a Registry knows: loaded, waiting to be loaded (a
+// built-in before its first use), or broken.
+type Entry struct {
+	// Name is the plugin's name: from its Info once loaded, from its
+	// file name before, or when it failed to load.
+	Name   string
+	Path   string // empty for built-ins
+	Source Source
+	// Loaded is false for a built-in not used yet and for a broken plugin.
+	Loaded bool
+	Info   abi.Info
+	// Err says why the plugin could not be loaded.
+	Err error
+	// Overridden marks a built-in replaced by a user plugin of its name.
+	Overridden bool
+}
+
+// Registry finds plugins by name and category: the built-ins embedded in
+// the binary (loaded on first use) and the plugins of a directory, which
+// it watches. A plugin that fails to load is reported in List and the log,
+// and skipped. A Registry is safe for concurrent use.
+type Registry struct {
+	opts   Options
+	dir    string
+	logger *slog.Logger
+	engine *wasmrt.Engine
+
+	mu       sync.Mutex
+	builtins map[string]*slot // by name
+	user     map[string]*slot // by path
+	closed   bool
+
+	watcher *fsnotify.Watcher
+	timers  map[string]*time.Timer
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// slot holds one plugin of the registry.
+type slot struct {
+	entry  Entry
+	plugin *Plugin
+	// loading is closed when a lazy load finishes.
+	loading chan struct{}
+	// size and modTime identify the file version loaded.
+	size    int64
+	modTime time.Time
+}
+
+func (s *slot) stamp(info os.FileInfo) { s.size, s.modTime = info.Size(), info.ModTime() }
+
+// NewRegistry returns a Registry of the built-ins and the plugins in the
+// plugins directory, which it loads now. A missing directory is not an
+// error: it is simply empty, and not watched.
+func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
+	dir, err := opts.pluginsDir()
+	if err != nil {
+		return nil, err
+	}
+	engine, err := opts.engine()
+	if err != nil {
+		return nil, err
+	}
+	if opts.WatchDebounce <= 0 {
+		opts.WatchDebounce = 250 * time.Millisecond
+	}
+	r := &Registry{
+		opts: opts, dir: dir, logger: opts.logger(), engine: engine,
+		builtins: map[string]*slot{}, user: map[string]*slot{},
+		timers: map[string]*time.Timer{}, done: make(chan struct{}),
+	}
+	if !opts.NoBuiltins {
+		for _, name := range builtin.Names() {
+			r.builtins[name] = &slot{entry: Entry{Name: name, Source: SourceBuiltin}}
+		}
+	}
+	if err := r.Rescan(ctx); err != nil {
+		return nil, err
+	}
+	if !opts.NoWatch {
+		if err := r.watch(); err != nil {
+			r.logger.Warn("plugins directory is not watched", "dir", dir, "err", err)
+		}
+	}
+	return r, nil
+}
+
+// Dir is the plugins directory.
+func (r *Registry) Dir() string { return r.dir }
+
+// isPluginFile reports whether name is a file the registry loads.
+func isPluginFile(name string) bool {
+	return strings.HasSuffix(name, ".wasm") || strings.HasSuffix(name, ManifestSuffix)
+}
+
+// Rescan loads the plugins directory again: new and changed files are
+// loaded, removed ones closed. The watcher calls it for you.
+func (r *Registry) Rescan(ctx context.Context) error {
+	entries, err := os.ReadDir(r.dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("plugin: read plugins directory: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if e.IsDir() || !isPluginFile(e.Name()) {
+			continue
+		}
+		path := filepath.Join(r.dir, e.Name())
+		seen[path] = true
+		r.reload(ctx, path)
+	}
+	r.mu.Lock()
+	var gone []string
+	for path := range r.user {
+		if !seen[path] {
+			gone = append(gone, path)
+		}
+	}
+	r.mu.Unlock()
+	for _, path := range gone {
+		r.reload(ctx, path)
+	}
+	return nil
+}
+
+// reload (re)loads the plugin at path, or forgets it if the file is gone.
+// A file whose content did not change is left alone.
+func (r *Registry) reload(ctx context.Context, path string) {
+	info, statErr := os.Stat(path)
+	r.mu.Lock()
+	old := r.user[path]
+	r.mu.Unlock()
+	if statErr != nil {
+		if old != nil {
+			r.logger.Info("plugin removed", "path", path, "plugin", old.entry.Name)
+			r.replace(path, nil)
+		}
+		return
+	}
+	if old != nil && old.entry.Err == nil && sameFile(old, info) {
+		return
+	}
+	s := &slot{entry: Entry{Name: nameFromPath(path), Path: path}}
+	var p *Plugin
+	var err error
+	if strings.HasSuffix(path, ".wasm") {
+		s.entry.Source = SourceWasm
+		var bin []byte
+		if bin, err = os.ReadFile(path); err == nil {
+			p, err = openWasm(ctx, r.engine, bin, path, SourceWasm, r.opts)
+		}
+	} else {
+		s.entry.Source = SourceProcess
+		var m Manifest
+		if m, err = ReadManifest(path); err == nil {
+			p, err = StartProcess(ctx, m, r.opts)
+		}
+	}
+	s.entry.Err = err
+	if err != nil {
+		r.logger.Error("plugin failed to load; skipped", "path", path, "err", err)
+	} else {
+		s.plugin = p
+		s.entry.Loaded, s.entry.Info, s.entry.Name = true, p.Info(), p.Name()
+		r.logger.Info("plugin loaded", "path", path, "plugin", p.Name(), "version", p.Info().Version, "kinds", p.Info().Kinds)
+	}
+	s.entry.Info.Name = s.entry.Name
+	s.stamp(info)
+	r.replace(path, s)
+}
+
+// sameFile tells an unchanged file by size and modification time.
+func sameFile(s *slot, info os.FileInfo) bool {
+	return s.size == info.Size() && s.modTime.Equal(info.ModTime())
+}
+
+// replace installs s at path (nil removes the entry) and closes the
+// plugin it replaces once that plugin's calls in flight have returned.
+func (r *Registry) replace(path string, s *slot) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		if s != nil && s.plugin != nil {
+			s.plugin.Close()
+		}
+		return
+	}
+	old := r.user[path]
+	if s == nil {
+		delete(r.user, path)
+	} else {
+		r.user[path] = s
+		if _, ok := r.builtins[s.entry.Name]; ok && s.entry.Err == nil {
+			r.logger.Info("user plugin overrides the built-in of the same name", "plugin", s.entry.Name, "path", path)
+		}
+	}
+	r.mu.Unlock()
+	if old != nil && old.plugin != nil {
+		go old.plugin.Close()
+	}
+}
+
+// Strategy returns the strategy plugin called name: a user plugin of that
+// name, or else the built-in. ErrNotFound when there is none.
+func (r *Registry) Strategy(ctx context.Context, name string) (*Plugin, error) {
+	r.mu.Lock()
+	for _, s := range r.sortedUser() {
+		if s.plugin != nil && s.entry.Name == name && s.entry.Info.Has(abi.KindStrategy) {
+			r.mu.Unlock()
+			return s.plugin, nil
+		}
+	}
+	b := r.builtins[name]
+	r.mu.Unlock()
+	if b != nil {
+		p, err := r.loadBuiltin(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		if p.Info().Has(abi.KindStrategy) {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no strategy %q", ErrNotFound, name)
+}
+
+// Truncator returns the truncator plugin for a tool-output category: a
+// user plugin declaring it (in file name order), or else a built-in.
+// ErrNotFound when there is none.
+func (r *Registry) Truncator(ctx context.Context, category string) (*Plugin, error) {
+	r.mu.Lock()
+	for _, s := range r.sortedUser() {
+		if s.plugin != nil && s.entry.Info.Has(abi.KindTruncator) && slices.Contains(s.entry.Info.Categories, category) {
+			r.mu.Unlock()
+			return s.plugin, nil
+		}
+	}
+	var builtins []*slot
+	for _, name := range builtin.Names() {
+		if b, ok := r.builtins[name]; ok {
+			builtins = append(builtins, b)
+		}
+	}
+	r.mu.Unlock()
+	// The categories of a built-in are known only once it is loaded, so
+	// the first truncator lookup loads the built-ins in turn.
+	for _, b := range builtins {
+		p, err := r.loadBuiltin(ctx, b)
+		if err != nil {
+			continue
+		}
+		if info := p.Info(); info.Has(abi.KindTruncator) && slices.Contains(info.Categories, category) {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no truncator for category %q", ErrNotFound, category)
+}
+
+// sortedUser returns the loaded user plugins in path order; r.mu is held.
+func (r *Registry) sortedUser() []*slot {
+	out := make([]*slot, 0, len(r.user))
+	for _, s := range r.user {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].entry.Path < out[j].entry.Path })
+	return out
+}
+
+// loadBuiltin loads a built-in on its first use; concurrent first uses
+// share one load. A failed load is remembered and reported in List.
+func (r *Registry) loadBuiltin(ctx context.Context, b *slot) (*Plugin, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, &Error{Kind: ErrClosed, Plugin: b.entry.Name, Op: "load"}
+	}
+	if b.loading != nil {
+		ch := b.loading
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if b.entry.Err != nil {
+			return nil, b.entry.Err
+		}
+		return b.plugin, nil
+	}
+	b.loading = make(chan struct{})
+	r.mu.Unlock()
+
+	bin, _ := builtin.Wasm(b.entry.Name)
+	p, err := openWasm(context.WithoutCancel(ctx), r.engine, bin, "", SourceBuiltin, r.opts)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer close(b.loading)
+	if err != nil {
+		b.entry.Err = err
+		r.logger.Error("built-in plugin failed to load", "plugin", b.entry.Name, "err", err)
+		return nil, err
+	}
+	b.plugin = p
+	b.entry.Loaded, b.entry.Info = true, p.Info()
+	return p, nil
+}
+
+// List reports every plugin: the built-ins (loading them, to show their
+// Info), then the user plugins in path order, broken ones included.
+func (r *Registry) List(ctx context.Context) []Entry {
+	r.mu.Lock()
+	var builtins []*slot
+	for _, name := range builtin.Names() {
+		if b, ok := r.builtins[name]; ok {
+			builtins = append(builtins, b)
+		}
+	}
+	r.mu.Unlock()
+	for _, b := range builtins {
+		_, _ = r.loadBuiltin(ctx, b)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Entry
+	overridden := map[string]bool{}
+	for _, s := range r.user {
+		if s.entry.Err == nil {
+			overridden[s.entry.Name] = true
+		}
+	}
+	for _, b := range builtins {
+		e := b.entry
+		e.Overridden = overridden[e.Name]
+		out = append(out, e)
+	}
+	for _, s := range r.sortedUser() {
+		out = append(out, s.entry)
+	}
+	return out
+}
+
+// Close stops watching and closes every plugin.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	close(r.done)
+	for _, t := range r.timers {
+		t.Stop()
+	}
+	var plugins []*Plugin
+	for _, s := range r.user {
+		if s.plugin != nil {
+			plugins = append(plugins, s.plugin)
+		}
+	}
+	for _, b := range r.builtins {
+		if b.plugin != nil {
+			plugins = append(plugins, b.plugin)
+		}
+	}
+	r.mu.Unlock()
+	var err error
+	if r.watcher != nil {
+		err = r.watcher.Close()
+	}
+	r.wg.Wait()
+	for _, p := range plugins {
+		p.Close()
+	}
+	if cerr := r.engine.Close(context.Background()); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// watch starts watching the plugins directory. Editors and copies write a
+// file in several steps, so a path is reloaded only once it has been quiet
+// for the debounce interval.
+func (r *Registry) watch() error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	if err := w.Add(r.dir); err != nil {
+		w.Close()
+		return err
+	}
+	r.watcher = w
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			select {
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if isPluginFile(filepath.Base(ev.Name)) {
+					r.debounce(ev.Name)
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				r.logger.Warn("watching plugins directory", "dir", r.dir, "err", err)
+			case <-r.done:
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+func (r *Registry) debounce(path string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	if t, ok := r.timers[path]; ok {
+		t.Reset(r.opts.WatchDebounce)
+		return
+	}
+	r.timers[path] = time.AfterFunc(r.opts.WatchDebounce, func() {
+		r.mu.Lock()
+		delete(r.timers, path)
+		closed := r.closed
+		r.mu.Unlock()
+		if !closed {
+			r.reload(context.Background(), path)
+		}
+	})
+}
