@@ -389,7 +389,9 @@ func (h inProcessHost) CountTokens(ctx context.Context, text string) (int, error
 	return h.svc.CountTokens(ctx, text)
 }
 
-func (h inProcessHost) Log(level slog.Level, msg string) { h.logger.Log(context.Background(), level, msg) }
+func (h inProcessHost) Log(level slog.Level, msg string) {
+	h.logger.Log(context.Background(), level, msg)
+}
 
 func nameFromPath(path string) string {
 	base := filepath.Base(path)

@@ -231,4 +231,3 @@ func opName(export string) string {
 	}
 	return export
 }
-

@@ -465,7 +465,9 @@ func (t *tailWriter) String() string {
 	return string(bytes.TrimSpace(t.buf))
 }
 
-type teeWriter struct{ a, b interface{ Write([]byte) (int, error) } }
+type teeWriter struct {
+	a, b interface{ Write([]byte) (int, error) }
+}
 
 func (t teeWriter) Write(p []byte) (int, error) {
 	t.a.Write(p)
