@@ -24,7 +24,8 @@ var summaryPrefixes = []string{
 // RequestText returns what the user asked in m, or false when m is not a
 // user request: not a user message, a tool result, a summary, or text the
 // agent's harness injected (environment context, reminders, command echoes).
-// System reminders inside a request are removed.
+// System reminders and timestamps inside a request are removed. Requests
+// and LatestRequest also leave out command output sent as user text.
 func RequestText(m abi.Message) (string, bool) {
 	if m.Role != abi.RoleUser || m.Summary {
 		return "", false
@@ -35,7 +36,7 @@ func RequestText(m abi.Message) (string, bool) {
 		case abi.BlockToolResult:
 			return "", false
 		case abi.BlockText:
-			t := strings.TrimSpace(stripTag(b.Text, "system-reminder"))
+			t := strings.TrimSpace(stripTags(b.Text, "system-reminder", "system_reminder", "current_datetime"))
 			if t == "" || isMeta(t) {
 				continue
 			}
@@ -66,11 +67,17 @@ func isMeta(t string) bool {
 			return true
 		}
 	}
-	if IsSummaryText(t) {
-		return true
+	return IsSummaryText(t)
+}
+
+// isObservation reports whether msgs[i] is command output sent back as
+// user text, as SWE-agent does: it follows an assistant message and ends
+// with the state lines "(Open file: …)" and "(Current directory: …)".
+func isObservation(msgs []abi.Message, i int) bool {
+	if i == 0 || msgs[i-1].Role != abi.RoleAssistant {
+		return false
 	}
-	// SWE-agent returns command output as user text, always followed by
-	// the state lines "(Open file: …)" and "(Current directory: …)".
+	t := textOf(msgs[i])
 	return strings.Contains(t, "(Current directory: ") && strings.Contains(t, "(Open file: ")
 }
 
@@ -101,7 +108,7 @@ type Request struct {
 func Requests(msgs []abi.Message) []Request {
 	var out []Request
 	for i, m := range msgs {
-		if t, ok := RequestText(m); ok {
+		if t, ok := RequestText(m); ok && !isObservation(msgs, i) {
 			out = append(out, Request{Index: i, Text: t})
 		}
 	}
@@ -111,9 +118,16 @@ func Requests(msgs []abi.Message) []Request {
 // LatestRequest returns the last user request of msgs.
 func LatestRequest(msgs []abi.Message) (Request, bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if t, ok := RequestText(msgs[i]); ok {
+		if t, ok := RequestText(msgs[i]); ok && !isObservation(msgs, i) {
 			return Request{Index: i, Text: t}, true
 		}
 	}
 	return Request{}, false
+}
+
+func stripTags(s string, tags ...string) string {
+	for _, t := range tags {
+		s = stripTag(s, t)
+	}
+	return s
 }
