@@ -52,7 +52,7 @@ func CallModifies(c Call) []string {
 
 type opSet struct {
 	reads, modified []string
-	seen           map[string]bool // true: modified
+	seen            map[string]bool // true: modified
 }
 
 func (s *opSet) modify(p string) {
