@@ -516,3 +516,42 @@ func TestDuplicateIDRejected(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestPlanInspectAndWriteLog(t *testing.T) {
+	rec := &recorder{}
+	e := newEngine(t, Config{KeepRecentTokens: 2000}, WithStrategy("structured", rec))
+	s := e.NewSession()
+	coding(t, s, 6, 700)
+	p, err := e.Plan(s, CompactOptions{})
+	must(t, err)
+	if p.Folded == 0 || p.Kept == 0 || p.Folded+p.Kept != s.Len() || p.TokensKept < 2000 || p.TokensKept >= p.TokensBefore || len(rec.calls()) != 0 {
+		t.Fatalf("plan %+v", p)
+	}
+	b := e.Inspect(s, 3)
+	if b.Tokens != s.ContextTokens() || len(b.Largest) != 3 || b.Largest[0].Tool != "Read" || b.ByRole.ToolResults <= b.ByRole.User {
+		t.Fatalf("breakdown %+v", b)
+	}
+	if b.CrossedPrune < 0 || b.CrossedCompact < b.CrossedPrune {
+		t.Errorf("threshold crossings %+v", b)
+	}
+	d, err := e.EnsureFits(ctx, s, Request{})
+	must(t, err)
+	if d.Action == ActionNone {
+		t.Fatal("setup: no action")
+	}
+	c, err := e.Compact(ctx, s, CompactOptions{})
+	must(t, err)
+	if c.FoldedThrough == "" {
+		t.Fatal("no compaction")
+	}
+	path := filepath.Join(t.TempDir(), "copy.jsonl")
+	f, err := os.Create(path)
+	must(t, err)
+	must(t, s.WriteLog(f))
+	f.Close()
+	s2, err := e.LoadSession(path)
+	must(t, err)
+	if !reflect.DeepEqual(s2.Context(), s.Context()) {
+		t.Fatal("log copy reads back to a different context")
+	}
+}
