@@ -37,3 +37,13 @@ hostile: ## assemble the hostile test plugins (needs wat2wasm from wabt)
 		echo "wat2wasm $$f -o $${f%.wat}.wasm"; \
 		wat2wasm $$f -o $${f%.wat}.wasm || exit 1; \
 	done
+
+# Examples: the C truncator is built with Debian's clang, lld and wasi-libc
+# (apt-get install -y clang lld wasi-libc); its .wasm is committed so the
+# tests run without them. The process plugin is an ordinary Go binary.
+C_TRUNCATOR := examples/c-truncator
+WASI_CC ?= clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -Wall -Wextra -Wl,--strip-all
+
+examples: ## build examples/c-truncator/logdedup.wasm and examples/process-strategy/bullet
+	$(WASI_CC) -o $(C_TRUNCATOR)/logdedup.wasm $(C_TRUNCATOR)/src/logdedup.c
+	$(GO) build -o examples/process-strategy/bullet ./examples/process-strategy
