@@ -1,0 +1,37 @@
+package wasmrt
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/compact-host/compact-host/host/internal/pluginapi"
+)
+
+// FuzzLoad loads arbitrary bytes as a plugin: it fails with a typed error
+// or loads, and never panics.
+func FuzzLoad(f *testing.F) {
+	entries, _ := hostile.ReadDir("testdata")
+	for _, e := range entries {
+		b, _ := hostile.ReadFile("testdata/" + e.Name())
+		f.Add(b)
+	}
+	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
+	e, err := NewEngine(Config{MemoryLimitPages: 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, bin []byte) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2e9)
+		defer cancel()
+		m, err := e.Load(ctx, "fuzz.wasm", bin)
+		if err != nil {
+			var pe *pluginapi.Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			return
+		}
+		m.Close()
+	})
+}
