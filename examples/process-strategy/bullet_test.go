@@ -16,7 +16,7 @@ func (noModel) Complete(context.Context, *abi.CompleteRequest) (*abi.CompleteRes
 	return nil, abi.Errorf(abi.CodeNoModel, "no model")
 }
 func (noModel) CountTokens(_ context.Context, s string) (int, error) { return len(s) / 4, nil }
-func (noModel) Log(slog.Level, string)                              {}
+func (noModel) Log(slog.Level, string)                               {}
 
 type model struct {
 	noModel
