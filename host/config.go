@@ -92,10 +92,10 @@ type Config struct {
 // resolved is a Config with every default filled in and the budget known.
 type resolved struct {
 	Config
-	budget       int
-	pruneAt      float64
-	compactAt    float64
-	emergencyAt  float64
+	budget      int
+	pruneAt     float64
+	compactAt   float64
+	emergencyAt float64
 	// summarizerSet is true when SummarizerBudget was given.
 	summarizerSet bool
 }

@@ -79,8 +79,8 @@ type Engine struct {
 	truncators TruncatorResolver
 	categories map[string]string
 	model      ModelClient
-	log     *slog.Logger
-	events  bus
+	log        *slog.Logger
+	events     bus
 
 	mu       sync.Mutex
 	calib    tokens.Calibration

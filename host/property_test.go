@@ -96,9 +96,11 @@ func runProperty(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	window := 8000 + r.IntN(150000)
 	strategies := map[string]Strategy{
-		"ok":    &recorder{},
-		"fail":  &recorder{fail: errors.New("boom")},
-		"empty": StrategyFunc(func(context.Context, pluginServices, *abi.SummarizeRequest) (*abi.SummarizeResponse, error) { return &abi.SummarizeResponse{}, nil }),
+		"ok":   &recorder{},
+		"fail": &recorder{fail: errors.New("boom")},
+		"empty": StrategyFunc(func(context.Context, pluginServices, *abi.SummarizeRequest) (*abi.SummarizeResponse, error) {
+			return &abi.SummarizeResponse{}, nil
+		}),
 	}
 	names := []string{"ok", "fail", "empty"}
 	cfg := Config{

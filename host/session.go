@@ -111,8 +111,8 @@ type Session struct {
 	compactions []Compaction
 	active      []int // indexes into compactions, oldest first
 	// view caches what the active compaction puts before msgs[start:].
-	viewStart  int
-	viewPrefix []Message
+	viewStart        int
+	viewPrefix       []Message
 	viewPrefixTokens int
 
 	nextID int

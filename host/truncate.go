@@ -56,6 +56,11 @@ func (e *Engine) ToolCategory(tool string) string {
 // cut with a notice of what was omitted. If the truncator fails, the
 // engine cuts head and tail itself, so the call never fails.
 func (e *Engine) TruncateToolOutput(ctx context.Context, tool string, output []byte, maxTokens int) []byte {
+	return e.TruncateOutput(ctx, e.ToolCategory(tool), tool, output, maxTokens)
+}
+
+// TruncateOutput is TruncateToolOutput with the category given outright.
+func (e *Engine) TruncateOutput(ctx context.Context, category, tool string, output []byte, maxTokens int) []byte {
 	if maxTokens <= 0 {
 		maxTokens = e.cfg.ToolOutputTokens
 	}
@@ -63,7 +68,6 @@ func (e *Engine) TruncateToolOutput(ctx context.Context, tool string, output []b
 	if len(output) <= maxTokens || e.counter.Count(string(output)) <= maxTokens {
 		return output
 	}
-	category := e.ToolCategory(tool)
 	out, err := e.truncateWith(ctx, category, tool, output, maxTokens)
 	if err != nil {
 		e.log.Warn("truncator failed; cutting head and tail", "tool", tool, "category", category, "err", err)

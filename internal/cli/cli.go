@@ -1,0 +1,177 @@
+// Package cli is the compact-host command line. Each command has an
+// Options struct filled by its flags and a run function, so flag parsing
+// and behaviour are tested apart.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes. They are part of the interface: scripts branch on them.
+const (
+	ExitOK          = 0   // success
+	ExitError       = 1   // an unexpected failure
+	ExitUsage       = 2   // bad flags or arguments
+	ExitInput       = 3   // a missing or malformed input file, or a bad config
+	ExitPlugin      = 4   // a plugin failed to load or failed verification
+	ExitProvider    = 5   // the model provider failed
+	ExitNotFit      = 6   // the session is still over its budget after compaction
+	ExitInterrupted = 130 // interrupted (SIGINT/SIGTERM)
+)
+
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  unexpected failure
+  2  bad flags or arguments
+  3  missing or malformed input, or a bad config file
+  4  a plugin failed to load or failed verification
+  5  the model provider failed
+  6  the session is still over its budget after compaction
+  130 interrupted`
+
+// exitError carries an exit code with an error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return &exitError{code: code, err: err}
+}
+
+// IO is where a command reads and writes.
+type IO struct {
+	In       io.Reader
+	Out, Err io.Writer
+	// ErrIsTerminal enables progress lines on Err.
+	ErrIsTerminal bool
+	Getenv        func(string) string
+}
+
+// Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
+var Version = "dev"
+
+// Main runs the command line and returns the exit code.
+func Main(args []string, stdio IO) int {
+	if stdio.Getenv == nil {
+		stdio.Getenv = os.Getenv
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot(&stdio)
+	root.SetArgs(args)
+	root.SetIn(stdio.In)
+	root.SetOut(stdio.Out)
+	root.SetErr(stdio.Err)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitError
+	var ee *exitError
+	switch {
+	case ctx.Err() != nil:
+		code = ExitInterrupted
+	case errors.As(err, &ee):
+		code = ee.code
+	case isUsageError(err):
+		code = ExitUsage
+	}
+	fmt.Fprintf(stdio.Err, "compact-host: %v\n", err)
+	if code == ExitUsage {
+		fmt.Fprintln(stdio.Err, "Run 'compact-host --help' for usage.")
+	}
+	return code
+}
+
+// usageError marks errors of flags and arguments.
+type usageError struct{ error }
+
+func isUsageError(err error) bool {
+	var u usageError
+	return errors.As(err, &u)
+}
+
+// globals are the flags every command takes.
+type globals struct {
+	configPath string
+	logLevel   string
+	io         *IO
+}
+
+func newRoot(stdio *IO) *cobra.Command {
+	g := &globals{io: stdio}
+	compactOpts := &compactOptions{}
+	root := &cobra.Command{
+		Use:   "compact-host [compact flags] [FILE|-]",
+		Short: "Compact LLM agent sessions: decide, cut safely, summarize, never lose the session",
+		Long: `compact-host shrinks the conversation of an LLM agent when it outgrows the
+model's context window. It cuts the history where no provider will reject
+it, has the older part summarized by a strategy plugin, and keeps the
+originals so any compaction can be undone.
+
+With no command it compacts: 'compact-host --strategy=structured FILE' is
+the same as 'compact-host compact --strategy=structured FILE'. It reads
+Claude Code, Codex CLI, Copilot CLI, SWE-agent and mini-swe-agent sessions,
+Anthropic and OpenAI request JSON, and its own session logs.
+
+` + exitCodesHelp,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCompact(cmd.Context(), g, compactOpts, args)
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (TOML); default $COMPACT_HOST_CONFIG or <user config dir>/compact-host/config.toml")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "", "log detail on stderr: debug, info, warn (default) or error")
+	addCompactFlags(root, compactOpts)
+
+	root.AddCommand(
+		newCompactCmd(g),
+		newInspectCmd(g),
+		newTokensCmd(g),
+		newTruncateCmd(g),
+		newUndoCmd(g),
+		newPluginsCmd(g),
+		newVersionCmd(g),
+		&cobra.Command{
+			Use:   "config",
+			Short: "The config file reference",
+			Long:  configReference,
+			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprint(cmd.OutOrStdout(), configReference) },
+		},
+	)
+	for _, c := range root.Commands() {
+		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	}
+	// Unknown commands look like file names to the root's compact; say so.
+	root.SetHelpCommand(&cobra.Command{Use: "help [command]", Short: "Help about any command", Run: func(c *cobra.Command, args []string) {
+		cmd, _, e := c.Root().Find(args)
+		if cmd == nil || e != nil {
+			c.Root().Help()
+			return
+		}
+		cmd.Help()
+	}})
+	return root
+}

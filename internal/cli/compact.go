@@ -1,0 +1,338 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/formats"
+	"github.com/compact-host/compact-host/internal/atomicfile"
+	"github.com/spf13/cobra"
+)
+
+type compactOptions struct {
+	engine    engineFlags
+	format    string
+	outFormat string
+	output    string
+	inPlace   bool
+	threshold float64
+	focus     string
+	dryRun    bool
+	json      bool
+}
+
+func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
+	addEngineFlags(cmd, &o.engine)
+	fl := cmd.Flags()
+	fl.StringVar(&o.format, "format", "", "input format (default: detected): canonical, anthropic, openai, claude-code, codex, copilot, mini-swe-agent, swe-agent")
+	fl.StringVar(&o.outFormat, "output-format", "", "output format: canonical (a session log, undoable), anthropic or openai (the compacted request); default: the input's format where it can be written, else canonical")
+	fl.StringVarP(&o.output, "output", "o", "", "where to write the compacted session ('-' for stdout); default: FILE.compacted.<ext> beside the input, or stdout for stdin")
+	fl.BoolVar(&o.inPlace, "in-place", false, "append the compaction to the input session log itself (canonical logs only; 'compact-host undo' reverts it)")
+	fl.Float64Var(&o.threshold, "threshold", 0, "compact only if the context uses at least this share of the budget (0.0-1.0), as the agent's gate would; default: always compact")
+	fl.StringVar(&o.focus, "focus", "", "what the summary must keep, in your words (e.g. \"the failing auth tests\")")
+	fl.BoolVar(&o.dryRun, "dry-run", false, "show the plan (where it cuts, tokens before and after, what is folded) and write nothing")
+	fl.BoolVar(&o.json, "json", false, "print the report as JSON")
+}
+
+func newCompactCmd(g *globals) *cobra.Command {
+	o := &compactOptions{}
+	cmd := &cobra.Command{
+		Use:   "compact [flags] [FILE|-]",
+		Short: "Compact a session file (the default command)",
+		Long: `Compact a session: cut the history where no provider will reject it, have
+the older part summarized, and write the result. The input is read from
+FILE, or stdin when FILE is '-' or absent.
+
+The result is written beside the input as FILE.compacted.<ext>, or where -o
+says. A compact-host session log keeps every original message, so
+'compact-host undo' reverts the compaction; --in-place appends it to the
+input log itself. Anthropic and OpenAI request files are written as the
+compacted request. Other formats are written as a session log.
+
+Examples:
+  compact-host compact --strategy=structured session.jsonl
+  compact-host compact --dry-run --context-window 32000 ~/.claude/projects/x/abc.jsonl
+  compact-host compact --threshold 0.8 --in-place run.jsonl
+  cat request.json | compact-host compact --format anthropic --focus "the auth bug" -o -`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runCompact(cmd.Context(), g, o, args) },
+	}
+	addCompactFlags(cmd, o)
+	return cmd
+}
+
+// compactReport is what compact prints.
+type compactReport struct {
+	Input         string           `json:"input"`
+	Format        string           `json:"format"`
+	Messages      int              `json:"messages"`
+	Model         string           `json:"model,omitempty"`
+	ContextWindow int              `json:"context_window"`
+	Budget        int              `json:"budget"`
+	Tokenizer     string           `json:"tokenizer"`
+	Action        string           `json:"action"`
+	Threshold     float64          `json:"threshold,omitempty"`
+	TokensBefore  int              `json:"tokens_before"`
+	TokensAfter   int              `json:"tokens_after"`
+	Fits          bool             `json:"fits"`
+	Strategy      string           `json:"strategy,omitempty"`
+	Offline       bool             `json:"offline,omitempty"`
+	Folded        int              `json:"messages_folded,omitempty"`
+	Kept          int              `json:"messages_kept,omitempty"`
+	Fallbacks     []string         `json:"fallbacks,omitempty"`
+	Plan          *host.Plan       `json:"plan,omitempty"`
+	Output        string           `json:"output,omitempty"`
+	OutputFormat  string           `json:"output_format,omitempty"`
+	Skipped       map[string]int   `json:"skipped_records,omitempty"`
+	Repaired      map[string]int   `json:"repaired,omitempty"`
+	DurationMS    float64          `json:"duration_ms"`
+	Compaction    *host.Compaction `json:"compaction,omitempty"`
+}
+
+func runCompact(ctx context.Context, g *globals, o *compactOptions, args []string) error {
+	if o.threshold < 0 || o.threshold > 1 {
+		return usageError{fmt.Errorf("--threshold %.2f: want a share between 0 and 1", o.threshold)}
+	}
+	path := ""
+	if len(args) == 1 {
+		path = args[0]
+	}
+	if path == "" && isTerminal(g.io.In) {
+		return usageError{errors.New("no session given: pass a FILE, or pipe one on stdin")}
+	}
+	a, err := newApp(g, o.engine)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	e, err := a.engine(ctx, !o.dryRun)
+	if err != nil {
+		return err
+	}
+	if o.inPlace && (path == "" || path == "-") {
+		return usageError{errors.New("--in-place needs a FILE, not stdin")}
+	}
+	in, err := a.loadInput(e, path, o.format, o.inPlace && !o.dryRun)
+	if err != nil {
+		return err
+	}
+	defer in.session.Close()
+	if o.inPlace && !in.log {
+		return usageError{fmt.Errorf("--in-place needs a compact-host session log; %s is %s (write a copy with -o)", displayPath(in.path), in.format)}
+	}
+	began := time.Now()
+	s := in.session
+	b := e.Budget()
+	rep := compactReport{
+		Input: displayPath(in.path), Format: in.format, Messages: s.Len(), Model: a.hostConfig().Model,
+		ContextWindow: b.ContextWindow, Budget: b.Input, Tokenizer: e.Tokenizer(),
+	}
+	if in.imported != nil {
+		rep.Skipped, rep.Repaired = in.imported.Skipped, in.imported.Repaired
+	}
+	rep.TokensBefore = s.ContextTokens()
+	var fallbacks []string
+	e.Subscribe(func(ev host.Event) {
+		if f, ok := ev.(*host.FallbackEvent); ok {
+			fallbacks = append(fallbacks, fmt.Sprintf("%s → %s: %v", f.From, f.To, f.Err))
+			a.progress("%s failed (%v); trying %s", f.From, f.Err, f.To)
+		}
+	})
+
+	switch {
+	case o.dryRun:
+		plan, err := e.Plan(s, host.CompactOptions{Focus: o.focus})
+		rep.Action = "plan"
+		if errors.Is(err, host.ErrNothingToFold) {
+			rep.Action = "nothing to fold"
+		} else if err != nil {
+			return err
+		} else {
+			rep.Plan = &plan
+			rep.TokensAfter = plan.TokensKept + plan.SummaryTokens
+		}
+		rep.Fits = rep.TokensBefore <= b.Input
+	case o.threshold > 0 && float64(rep.TokensBefore) < o.threshold*float64(b.Input):
+		rep.Action, rep.TokensAfter, rep.Fits, rep.Threshold = "none", rep.TokensBefore, rep.TokensBefore <= b.Input, o.threshold
+	default:
+		a.progress("compacting %s (%d messages, %d tokens) with %s…", rep.Input, rep.Messages, rep.TokensBefore, a.hostConfig().Strategy)
+		c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.focus})
+		switch {
+		case errors.Is(err, host.ErrNothingToFold):
+			rep.Action = "nothing to fold"
+		case err != nil:
+			return err
+		default:
+			rep.Action = "compacted"
+			if c.Emergency {
+				rep.Action = "emergency"
+			}
+			rep.Strategy, rep.Offline, rep.Folded, rep.Compaction = c.Strategy, c.Offline, c.MessagesFolded, &c
+		}
+		// Still over the budget (a huge kept tail): the gate prunes, and
+		// falls back to the emergency path if it must.
+		d, err := e.EnsureFits(ctx, s, host.Request{})
+		if err != nil {
+			return err
+		}
+		if d.Action > host.ActionNone && rep.Action != "compacted" {
+			rep.Action = d.Action.String()
+		}
+		rep.TokensAfter, rep.Fits = d.TokensAfter, d.Fits
+		rep.Kept = len(s.Context())
+	}
+	rep.Fallbacks = fallbacks
+
+	if !o.dryRun && rep.Action != "none" && rep.Action != "nothing to fold" || (!o.dryRun && o.output != "") {
+		if err := writeOutput(a, in, o, &rep); err != nil {
+			return err
+		}
+	}
+	rep.DurationMS = float64(time.Since(began).Microseconds()) / 1000
+	if err := printCompactReport(g.io.Out, o.json, &rep); err != nil {
+		return err
+	}
+	if !rep.Fits && !o.dryRun {
+		return withCode(ExitNotFit, fmt.Errorf("the session is still over its budget: %d of %d tokens", rep.TokensAfter, rep.Budget))
+	}
+	return nil
+}
+
+// writeOutput writes the compacted session where the options say.
+func writeOutput(a *app, in *input, o *compactOptions, rep *compactReport) error {
+	s := in.session
+	outFormat := o.outFormat
+	if outFormat == "" {
+		switch in.format {
+		case formats.Anthropic, formats.OpenAI:
+			outFormat = in.format
+		default:
+			outFormat = formats.Canonical
+		}
+	}
+	write := func(w io.Writer) error {
+		switch outFormat {
+		case formats.Canonical:
+			return s.WriteLog(w)
+		case formats.Anthropic, formats.OpenAI:
+			return formats.Write(w, outFormat, s.Context())
+		}
+		return usageError{fmt.Errorf("--output-format %q: want canonical, anthropic or openai", outFormat)}
+	}
+	rep.OutputFormat = outFormat
+	if o.inPlace {
+		// The session was opened for appending: its entries are already
+		// in the log.
+		rep.Output = in.path
+		return nil
+	}
+	out := o.output
+	if out == "" {
+		if in.path == "-" {
+			out = "-"
+		} else {
+			ext := ".jsonl"
+			if outFormat != formats.Canonical {
+				ext = ".json"
+			}
+			base := strings.TrimSuffix(in.path, filepath.Ext(in.path))
+			base = strings.TrimSuffix(base, ".traj")
+			out = base + ".compacted" + ext
+		}
+	}
+	rep.Output = out
+	if out == "-" {
+		if !o.json {
+			// The session goes to stdout; the report moves to stderr.
+			rep.Output = "stdout"
+		}
+		return write(a.g.io.Out)
+	}
+	return atomicfile.Write(out, 0o644, write)
+}
+
+func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	if r.Output == "stdout" {
+		return nil // stdout holds the session itself
+	}
+	pct := func(n int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(max(r.Budget, 1))) }
+	fmt.Fprintf(w, "%s: %s, %d messages\n", r.Input, r.Format, r.Messages)
+	model := r.Model
+	if model == "" {
+		model = "window"
+	}
+	fmt.Fprintf(w, "budget: %s tokens of input (%s, window %s), counted with %s\n", num(r.Budget), model, num(r.ContextWindow), r.Tokenizer)
+	switch {
+	case r.Plan != nil:
+		p := r.Plan
+		turn := ""
+		if p.TurnPrefix {
+			turn = " (inside a turn: its start is summarized on its own)"
+		}
+		fmt.Fprintf(w, "plan: fold %d messages, keep %d from message %d (%s)%s\n", p.Folded, p.Kept, p.FirstKept, p.FirstKeptID, turn)
+		fmt.Fprintf(w, "tokens: %s (%s) now; about %s after (%s kept + a summary of about %s)\n", num(r.TokensBefore), pct(r.TokensBefore), num(r.TokensAfter), num(p.TokensKept), num(p.SummaryTokens))
+		fmt.Fprintf(w, "the summary must carry %d modified and %d read files\n", len(p.FileOps.Modified), len(p.FileOps.Read))
+		fmt.Fprintln(w, "dry run: nothing written")
+		return nil
+	case r.Action == "none":
+		fmt.Fprintf(w, "tokens: %s (%s), under the %.0f%% threshold: nothing to do\n", num(r.TokensBefore), pct(r.TokensBefore), 100*r.Threshold)
+		return nil
+	case r.Action == "nothing to fold":
+		fmt.Fprintf(w, "tokens: %s (%s): nothing can be folded while keeping the recent history (try --keep-recent)\n", num(r.TokensBefore), pct(r.TokensBefore))
+		return nil
+	}
+	how := r.Strategy
+	if r.Offline {
+		how += ", offline"
+	}
+	fmt.Fprintf(w, "%s with %s: folded %d messages; the context now has %d\n", r.Action, how, r.Folded, r.Kept)
+	fmt.Fprintf(w, "tokens: %s (%s) → %s (%s)\n", num(r.TokensBefore), pct(r.TokensBefore), num(r.TokensAfter), pct(r.TokensAfter))
+	for _, f := range r.Fallbacks {
+		fmt.Fprintf(w, "fallback: %s\n", f)
+	}
+	if r.Output != "" {
+		fmt.Fprintf(w, "wrote %s (%s)\n", r.Output, r.OutputFormat)
+	}
+	return nil
+}
+
+// num formats n with thousands separators.
+func num(n int) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + num(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func displayPath(p string) string {
+	if p == "-" || p == "" {
+		return "stdin"
+	}
+	return p
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

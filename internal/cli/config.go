@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Config is the CLI's configuration. Precedence, highest first: flags,
+// environment variables (COMPACT_HOST_*), the config file, defaults.
+// The file is TOML; an unknown key is an error naming it.
+type Config struct {
+	Model           string   `toml:"model"`
+	ContextWindow   int      `toml:"context_window"`
+	MaxOutputTokens int      `toml:"max_output_tokens"`
+	Tokenizer       string   `toml:"tokenizer"`
+	Strategy        string   `toml:"strategy"`
+	Fallbacks       []string `toml:"fallbacks"`
+	KeepRecent      int      `toml:"keep_recent_tokens"`
+	SummaryTokens   int      `toml:"summary_tokens"`
+	PluginsDir      string   `toml:"plugins_dir"`
+	CacheDir        string   `toml:"cache_dir"`
+	LogLevel        string   `toml:"log_level"`
+
+	Thresholds Thresholds     `toml:"thresholds"`
+	Provider   ProviderConfig `toml:"provider"`
+	Tools      ToolsConfig    `toml:"tools"`
+	Serve      ServeConfig    `toml:"serve"`
+}
+
+// Thresholds are shares of the input budget.
+type Thresholds struct {
+	Prune           float64 `toml:"prune"`
+	Compact         float64 `toml:"compact"`
+	OverheadReserve float64 `toml:"overhead_reserve"`
+	Emergency       float64 `toml:"emergency"`
+	Disable         bool    `toml:"disable"`
+}
+
+// ProviderConfig selects the model that writes summaries.
+type ProviderConfig struct {
+	Kind            string   `toml:"kind"` // "anthropic", "openai" or "none"
+	BaseURL         string   `toml:"base_url"`
+	Model           string   `toml:"model"`
+	CompactionModel string   `toml:"compaction_model"`
+	APIKeyEnv       string   `toml:"api_key_env"`
+	Timeout         Duration `toml:"timeout"`
+	MaxRetries      int      `toml:"max_retries"`
+}
+
+// ToolsConfig maps tools to output categories and file operations.
+type ToolsConfig struct {
+	Categories  map[string]string `toml:"categories"`
+	Read        []string          `toml:"read"`
+	Modify      []string          `toml:"modify"`
+	OutputLimit int               `toml:"output_tokens"`
+}
+
+// ServeConfig configures `compact-host serve`.
+type ServeConfig struct {
+	Addr            string   `toml:"addr"`
+	TokenEnv        string   `toml:"token_env"`
+	MaxRequestBytes int64    `toml:"max_request_bytes"`
+	RequestTimeout  Duration `toml:"request_timeout"`
+}
+
+// Duration is a time.Duration written as "90s" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like 90s or 2m", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Environment variables, each overriding the config key named beside it.
+var envKeys = []struct{ env, key string }{
+	{"COMPACT_HOST_MODEL", "model"},
+	{"COMPACT_HOST_CONTEXT_WINDOW", "context_window"},
+	{"COMPACT_HOST_STRATEGY", "strategy"},
+	{"COMPACT_HOST_PLUGINS_DIR", "plugins_dir"},
+	{"COMPACT_HOST_CACHE_DIR", "cache_dir"},
+	{"COMPACT_HOST_LOG_LEVEL", "log_level"},
+	{"COMPACT_HOST_PROVIDER", "provider.kind"},
+	{"COMPACT_HOST_BASE_URL", "provider.base_url"},
+	{"COMPACT_HOST_COMPACTION_MODEL", "provider.compaction_model"},
+}
+
+// ConfigError is a problem with the config file or an environment variable.
+type ConfigError struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
+}
+
+// defaultConfigPath is $COMPACT_HOST_CONFIG, or config.toml in the user's
+// config directory when it exists.
+func defaultConfigPath() string {
+	if p := os.Getenv("COMPACT_HOST_CONFIG"); p != "" {
+		return p
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(dir, "compact-host", "config.toml")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// ParseConfig decodes a TOML config. Unknown keys and wrong types are
+// errors that name the line.
+func ParseConfig(path string, data []byte) (Config, error) {
+	var c Config
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		var strict *toml.StrictMissingError
+		if errors.As(err, &strict) && len(strict.Errors) > 0 {
+			e := strict.Errors[0]
+			row, _ := e.Position()
+			return c, &ConfigError{Path: path, Line: row, Msg: fmt.Sprintf("unknown key %q (see `compact-host help config` for the keys)", strings.Join(e.Key(), "."))}
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, _ := de.Position()
+			return c, &ConfigError{Path: path, Line: row, Msg: de.Error()}
+		}
+		return c, &ConfigError{Path: path, Msg: err.Error()}
+	}
+	return c, c.validate(path)
+}
+
+func (c Config) validate(path string) error {
+	bad := func(format string, args ...any) error {
+		return &ConfigError{Path: path, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch c.Provider.Kind {
+	case "", "anthropic", "openai", "none":
+	default:
+		return bad("provider.kind %q: want anthropic, openai or none", c.Provider.Kind)
+	}
+	switch c.Tokenizer {
+	case "", "auto", "chars", "o200k", "cl100k":
+	default:
+		return bad("tokenizer %q: want auto, chars, o200k or cl100k", c.Tokenizer)
+	}
+	switch c.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return bad("log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	for name, v := range map[string]float64{"thresholds.prune": c.Thresholds.Prune, "thresholds.compact": c.Thresholds.Compact, "thresholds.emergency": c.Thresholds.Emergency} {
+		if v < 0 || v > 1 {
+			return bad("%s %.2f: want a share between 0 and 1", name, v)
+		}
+	}
+	if c.ContextWindow < 0 || c.KeepRecent < 0 || c.MaxOutputTokens < 0 {
+		return bad("token counts cannot be negative")
+	}
+	return nil
+}
+
+// applyEnv overrides c with the COMPACT_HOST_* variables that are set.
+func (c *Config) applyEnv(getenv func(string) string) error {
+	for _, k := range envKeys {
+		v := getenv(k.env)
+		if v == "" {
+			continue
+		}
+		switch k.key {
+		case "model":
+			c.Model = v
+		case "context_window":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return &ConfigError{Path: k.env, Msg: fmt.Sprintf("%q is not a token count", v)}
+			}
+			c.ContextWindow = n
+		case "strategy":
+			c.Strategy = v
+		case "plugins_dir":
+			c.PluginsDir = v
+		case "cache_dir":
+			c.CacheDir = v
+		case "log_level":
+			c.LogLevel = v
+		case "provider.kind":
+			c.Provider.Kind = v
+		case "provider.base_url":
+			c.Provider.BaseURL = v
+		case "provider.compaction_model":
+			c.Provider.CompactionModel = v
+		}
+	}
+	return c.validate("environment")
+}
+
+// loadConfig reads the config file (explicit path, or the default one if
+// present) and applies the environment.
+func loadConfig(path string, getenv func(string) string) (Config, string, error) {
+	explicit := path != ""
+	if !explicit {
+		path = defaultConfigPath()
+	}
+	var c Config
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			if explicit || !errors.Is(err, os.ErrNotExist) {
+				return c, path, &ConfigError{Path: path, Msg: err.Error()}
+			}
+		} else if c, err = ParseConfig(path, data); err != nil {
+			return c, path, err
+		}
+	}
+	if err := c.applyEnv(getenv); err != nil {
+		return c, path, err
+	}
+	return c, path, nil
+}
+
+// configReference is the text of `compact-host help config`.
+const configReference = `compact-host reads a TOML config file from --config, $COMPACT_HOST_CONFIG,
+or <user config dir>/compact-host/config.toml. Precedence, highest first:
+flags, COMPACT_HOST_* environment variables, the file, defaults. An unknown
+key is an error.
+
+  model = "claude-sonnet-4-5"     # the agent's model: window and output limit from the catalog
+  context_window = 0              # override the window (tokens)    env COMPACT_HOST_CONTEXT_WINDOW
+  max_output_tokens = 0           # reply reserve (default: the model's output limit)
+  tokenizer = "auto"              # auto | chars | o200k | cl100k
+  strategy = "structured"         # structured | narrative | truncate | a plugin's name
+  fallbacks = ["narrative", "truncate"]
+  keep_recent_tokens = 0          # newest history kept verbatim (default: budget/4, max 40,000)
+  summary_tokens = 0              # summary size asked for (default: budget/20, 1,000..8,000)
+  plugins_dir = ""                # default <user config dir>/compact-host/plugins
+  cache_dir = ""                  # compiled wasm cache (default <user cache dir>/compact-host)
+  log_level = "warn"              # debug | info | warn | error
+
+  [thresholds]                    # shares of the input budget
+  prune = 0.70                    # shorten old oversized tool results above this
+  compact = 0.85                  # compact above this, less the reserve
+  overhead_reserve = 0.10
+  emergency = 0.95                # no model call at or above this
+  disable = false
+
+  [provider]                      # omit for offline summaries
+  kind = "anthropic"              # anthropic | openai | none   env COMPACT_HOST_PROVIDER
+  base_url = ""                   # OpenAI-compatible servers: http://localhost:11434/v1 (Ollama)
+  model = ""                      # default: model above
+  compaction_model = ""           # a cheaper model for summaries
+  api_key_env = ""                # default ANTHROPIC_API_KEY or OPENAI_API_KEY
+  timeout = "2m"
+  max_retries = 2
+
+  [tools]
+  categories = { my_search = "match-list" }   # head-tail | match-list | file-content | generic
+  read = []                       # more tools that read files (path in file_path or path)
+  modify = []                     # more tools that modify files
+  output_tokens = 0               # cap for 'compact-host truncate' and the API
+
+  [serve]
+  addr = "127.0.0.1:8377"
+  token_env = ""                  # env var holding a bearer token the API requires
+  max_request_bytes = 67108864
+  request_timeout = "5m"
+`

@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/compact-host/compact-host/host"
+	"github.com/spf13/cobra"
+)
+
+type inspectOptions struct {
+	engine  engineFlags
+	format  string
+	largest int
+	json    bool
+}
+
+type inspectReport struct {
+	Input         string            `json:"input"`
+	Format        string            `json:"format"`
+	Messages      int               `json:"messages"`
+	Compactions   int               `json:"compactions"`
+	ContextWindow int               `json:"context_window"`
+	Budget        int               `json:"budget"`
+	Tokenizer     string            `json:"tokenizer"`
+	Tokens        int               `json:"tokens"`
+	Usage         float64           `json:"usage"`
+	ByRole        host.RoleTokens   `json:"by_role"`
+	Largest       []host.ToolOutput `json:"largest_tool_outputs"`
+	Thresholds    struct {
+		Prune     float64 `json:"prune"`
+		Compact   float64 `json:"compact"`
+		Emergency float64 `json:"emergency"`
+	} `json:"thresholds"`
+	CrossedAt struct {
+		Prune     int `json:"prune"`
+		Compact   int `json:"compact"`
+		Emergency int `json:"emergency"`
+	} `json:"crossed_at_message"`
+	Skipped  map[string]int `json:"skipped_records,omitempty"`
+	Repaired map[string]int `json:"repaired,omitempty"`
+	Files    struct {
+		Read     int `json:"read"`
+		Modified int `json:"modified"`
+	} `json:"files"`
+}
+
+func newInspectCmd(g *globals) *cobra.Command {
+	o := &inspectOptions{}
+	cmd := &cobra.Command{
+		Use:   "inspect [flags] [FILE|-]",
+		Short: "Show a session's budget use, tokens by role, largest tool outputs, and where compaction would trigger",
+		Example: `  compact-host inspect --model gpt-4o session.jsonl
+  compact-host inspect --context-window 32000 --json rollout.jsonl`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runInspect(cmd.Context(), g, o, args) },
+	}
+	addEngineFlags(cmd, &o.engine)
+	cmd.Flags().StringVar(&o.format, "format", "", "input format (default: detected)")
+	cmd.Flags().IntVar(&o.largest, "largest", 5, "how many of the largest tool outputs to list")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []string) error {
+	a, err := newApp(g, o.engine)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	e, err := a.engine(ctx, false)
+	if err != nil {
+		return err
+	}
+	in, err := a.loadInput(e, argOr(args, ""), o.format, false)
+	if err != nil {
+		return err
+	}
+	s := in.session
+	b := e.Budget()
+	bd := e.Inspect(s, o.largest)
+	r := inspectReport{Input: displayPath(in.path), Format: in.format, Messages: s.Len(), Compactions: len(s.Compactions()),
+		ContextWindow: b.ContextWindow, Budget: b.Input, Tokenizer: e.Tokenizer(), Tokens: bd.Tokens,
+		Usage: float64(bd.Tokens) / float64(b.Input), ByRole: bd.ByRole, Largest: bd.Largest}
+	r.Thresholds.Prune, r.Thresholds.Compact, r.Thresholds.Emergency = b.PruneAt, b.CompactAt, b.EmergencyAt
+	r.CrossedAt.Prune, r.CrossedAt.Compact, r.CrossedAt.Emergency = bd.CrossedPrune, bd.CrossedCompact, bd.CrossedEmergency
+	ops := s.FileOps()
+	r.Files.Read, r.Files.Modified = len(ops.Read), len(ops.Modified)
+	if in.imported != nil {
+		r.Skipped, r.Repaired = in.imported.Skipped, in.imported.Repaired
+	}
+	w := g.io.Out
+	if o.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(w, "%s: %s, %d messages, %d compactions\n", r.Input, r.Format, r.Messages, r.Compactions)
+	fmt.Fprintf(w, "context: %s tokens of a %s budget (%.1f%%), window %s, counted with %s\n", num(r.Tokens), num(r.Budget), 100*r.Usage, num(r.ContextWindow), r.Tokenizer)
+	fmt.Fprintf(w, "by role: system %s · user %s · assistant %s · tool results %s · summaries %s\n",
+		num(r.ByRole.System), num(r.ByRole.User), num(r.ByRole.Assistant), num(r.ByRole.ToolResults), num(r.ByRole.Summary))
+	fmt.Fprintf(w, "files: %d read, %d modified\n", r.Files.Read, r.Files.Modified)
+	if len(r.Largest) > 0 {
+		fmt.Fprintln(w, "largest tool outputs:")
+		for _, t := range r.Largest {
+			fmt.Fprintf(w, "  %8s tokens  %-14s %s\n", num(t.Tokens), t.Tool, t.MessageID)
+		}
+	}
+	at := func(name string, share float64, idx int) {
+		where := "never reached in this session"
+		if idx >= 0 {
+			where = fmt.Sprintf("reached at message %d", idx)
+		}
+		fmt.Fprintf(w, "  %-10s at %3.0f%% (%s tokens): %s\n", name, 100*share, num(int(share*float64(r.Budget))), where)
+	}
+	fmt.Fprintln(w, "thresholds (replaying the whole history without compaction):")
+	at("prune", r.Thresholds.Prune, r.CrossedAt.Prune)
+	at("compact", r.Thresholds.Compact, r.CrossedAt.Compact)
+	at("emergency", r.Thresholds.Emergency, r.CrossedAt.Emergency)
+	for k, v := range r.Skipped {
+		fmt.Fprintf(w, "skipped %d %q records\n", v, k)
+	}
+	return nil
+}
+
+func argOr(args []string, def string) string {
+	if len(args) > 0 {
+		return args[0]
+	}
+	return def
+}

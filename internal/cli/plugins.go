@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/spf13/cobra"
+)
+
+type pluginsOptions struct {
+	engine engineFlags
+	json   bool
+}
+
+func newPluginsCmd(g *globals) *cobra.Command {
+	o := &pluginsOptions{}
+	cmd := &cobra.Command{
+		Use:   "plugins",
+		Short: "List, describe and verify strategy and truncator plugins",
+		Long: `Plugins are summarization strategies and tool-output truncators. The
+built-ins (structured, narrative, truncate) are embedded; more come from the
+plugins directory: a *.wasm file is a WebAssembly plugin, a *.plugin.json
+manifest describes a process plugin. A plugin named like a built-in
+replaces it.`,
+	}
+	cmd.PersistentFlags().StringVar(&o.engine.pluginsDir, "plugins-dir", "", "directory of plugins; default $COMPACT_HOST_PLUGINS_DIR or <user config dir>/compact-host/plugins")
+	cmd.PersistentFlags().BoolVar(&o.json, "json", false, "print JSON")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the plugins: built-in and from the plugins directory, with broken ones and why",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runPluginsList(cmd.Context(), g, o) },
+	}, &cobra.Command{
+		Use:   "info NAME",
+		Short: "Describe one plugin: kinds, categories, ABI version, source",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return runPluginsInfo(cmd.Context(), g, o, args[0]) },
+	}, newVerifyCmd(g, o))
+	return cmd
+}
+
+type pluginRow struct {
+	Name        string   `json:"name"`
+	Source      string   `json:"source"`
+	Path        string   `json:"path,omitempty"`
+	Kinds       []string `json:"kinds,omitempty"`
+	Categories  []string `json:"categories,omitempty"`
+	Version     string   `json:"version,omitempty"`
+	ABI         string   `json:"abi,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Overridden  bool     `json:"overridden,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+func listPlugins(ctx context.Context, g *globals, o *pluginsOptions) ([]pluginRow, *app, error) {
+	a, err := newApp(g, o.engine)
+	if err != nil {
+		return nil, nil, err
+	}
+	reg, err := a.plugins(ctx, false)
+	if err != nil {
+		a.close()
+		return nil, nil, err
+	}
+	// Load every built-in so its description is known.
+	for _, name := range []string{"structured", "narrative", "truncate"} {
+		reg.Strategy(ctx, name)
+	}
+	var rows []pluginRow
+	for _, e := range reg.List(ctx) {
+		r := pluginRow{Name: e.Name, Source: string(e.Source), Path: e.Path, Overridden: e.Overridden}
+		if e.Loaded {
+			r.Kinds, r.Categories, r.Version, r.Description = e.Info.Kinds, e.Info.Categories, e.Info.Version, e.Info.Description
+			r.ABI = fmt.Sprintf("v%d.%d", e.Info.ABIMajor, e.Info.ABIMinor)
+		}
+		if e.Err != nil {
+			r.Error = e.Err.Error()
+		}
+		rows = append(rows, r)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	return rows, a, nil
+}
+
+func runPluginsList(ctx context.Context, g *globals, o *pluginsOptions) error {
+	rows, a, err := listPlugins(ctx, g, o)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if o.json {
+		return json.NewEncoder(g.io.Out).Encode(rows)
+	}
+	for _, r := range rows {
+		status := strings.Join(r.Kinds, "+")
+		if len(r.Categories) > 0 {
+			status += " [" + strings.Join(r.Categories, ", ") + "]"
+		}
+		if r.Overridden {
+			status += " (overridden by a user plugin)"
+		}
+		if r.Error != "" {
+			status = "BROKEN: " + r.Error
+		}
+		where := r.Source
+		if r.Path != "" {
+			where += " " + r.Path
+		}
+		fmt.Fprintf(g.io.Out, "%-14s %-9s %s  (%s)\n", r.Name, r.Version, status, where)
+	}
+	for _, r := range rows {
+		if r.Error != "" {
+			return withCode(ExitPlugin, fmt.Errorf("some plugins could not be loaded"))
+		}
+	}
+	return nil
+}
+
+func runPluginsInfo(ctx context.Context, g *globals, o *pluginsOptions, name string) error {
+	rows, a, err := listPlugins(ctx, g, o)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	for _, r := range rows {
+		if r.Name != name || r.Overridden {
+			continue
+		}
+		if o.json {
+			return json.NewEncoder(g.io.Out).Encode(r)
+		}
+		fmt.Fprintf(g.io.Out, "name:        %s\nversion:     %s\nABI:         %s\nkinds:       %s\ncategories:  %s\nsource:      %s %s\ndescription: %s\n",
+			r.Name, r.Version, r.ABI, strings.Join(r.Kinds, ", "), strings.Join(r.Categories, ", "), r.Source, r.Path, r.Description)
+		if r.Error != "" {
+			fmt.Fprintf(g.io.Out, "error:       %s\n", r.Error)
+			return withCode(ExitPlugin, fmt.Errorf("plugin %s is broken", name))
+		}
+		return nil
+	}
+	return withCode(ExitPlugin, fmt.Errorf("%w: no plugin named %q (run 'compact-host plugins list')", plugin.ErrNotFound, name))
+}

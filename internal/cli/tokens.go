@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/compact-host/compact-host/host"
+	"github.com/spf13/cobra"
+)
+
+type tokensOptions struct {
+	engine engineFlags
+	format string
+	text   bool
+	json   bool
+}
+
+func newTokensCmd(g *globals) *cobra.Command {
+	o := &tokensOptions{}
+	cmd := &cobra.Command{
+		Use:   "tokens [flags] [FILE|-]",
+		Short: "Count the tokens of a session's context, or of plain text with --text",
+		Long: `Count tokens with each counter: chars/4, o200k and cl100k (the exact
+OpenAI tokenizers, offline). A session is counted as its context (what the
+model would be sent); --text counts the raw input.`,
+		Example: `  compact-host tokens session.jsonl
+  git diff | compact-host tokens --text`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runTokens(cmd.Context(), g, o, args) },
+	}
+	addEngineFlags(cmd, &o.engine)
+	cmd.Flags().StringVar(&o.format, "format", "", "input format (default: detected)")
+	cmd.Flags().BoolVar(&o.text, "text", false, "count the input as plain text, not a session")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string) error {
+	a, err := newApp(g, o.engine)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	counts := map[string]int{}
+	order := []string{"chars", "o200k", "cl100k"}
+	var chars int
+	if o.text {
+		var r io.Reader = g.io.In
+		if p := argOr(args, "-"); p != "-" {
+			f, err := os.Open(p)
+			if err != nil {
+				return withCode(ExitInput, err)
+			}
+			defer f.Close()
+			r = f
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return withCode(ExitInput, err)
+		}
+		chars = len([]rune(string(data)))
+		for _, mode := range order {
+			e, err := host.New(host.Config{ContextWindow: 1 << 30, Tokenizer: mode})
+			if err != nil {
+				return err
+			}
+			counts[mode] = e.CountTokens(string(data))
+		}
+	} else {
+		var in *input
+		for _, mode := range order {
+			hc := a.hostConfig()
+			hc.Tokenizer = mode
+			e, err := host.New(hc, host.WithLogger(a.log))
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			in, err = a.loadInput(e, argOr(args, ""), o.format, false)
+			if err != nil {
+				return err
+			}
+			counts[mode] = in.session.ContextTokens()
+			if mode == "chars" {
+				for _, m := range in.session.Context() {
+					for _, b := range m.Content {
+						chars += len([]rune(b.Text)) + len(b.Input)
+					}
+				}
+			}
+			if o.format == "" {
+				o.format = in.format // detect once
+			}
+			// stdin can be read only once.
+			if argOr(args, "-") == "-" {
+				break
+			}
+		}
+	}
+	if o.json {
+		return json.NewEncoder(g.io.Out).Encode(map[string]any{"chars": chars, "tokens": counts})
+	}
+	fmt.Fprintf(g.io.Out, "characters: %s\n", num(chars))
+	for _, mode := range order {
+		if n, ok := counts[mode]; ok {
+			label := mode
+			if mode == "chars" {
+				label = "chars/4"
+			}
+			fmt.Fprintf(g.io.Out, "%-8s %s tokens\n", label+":", num(n))
+		}
+	}
+	return nil
+}

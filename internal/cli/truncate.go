@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+type truncateOptions struct {
+	engine    engineFlags
+	tool      string
+	category  string
+	maxTokens int
+	json      bool
+}
+
+func newTruncateCmd(g *globals) *cobra.Command {
+	o := &truncateOptions{}
+	cmd := &cobra.Command{
+		Use:   "truncate [flags] [FILE|-]",
+		Short: "Cap a tool output with its category's truncator",
+		Long: `Shorten one tool output as the engine would before it enters a session.
+The category comes from --category, or from the tool name (--tool) through
+the [tools] categories of the config over the defaults: Bash and shells are
+head-tail, Grep and Glob match-list, Read file-content, others generic.
+Truncators are plugins; a plugin may add categories of its own.`,
+		Example: `  go test ./... 2>&1 | compact-host truncate --tool Bash --max-tokens 2000
+  compact-host truncate --category match-list --max-tokens 500 grep-output.txt`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runTruncate(cmd.Context(), g, o, args) },
+	}
+	addEngineFlags(cmd, &o.engine)
+	cmd.Flags().StringVar(&o.tool, "tool", "", "the tool that produced the output (picks the category)")
+	cmd.Flags().StringVar(&o.category, "category", "", "output category: head-tail, match-list, file-content, generic, or a plugin's")
+	cmd.Flags().IntVar(&o.maxTokens, "max-tokens", 0, "the cap, notice included (default: [tools] output_tokens, or a fortieth of the budget)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON with the sizes and the output")
+	return cmd
+}
+
+func runTruncate(ctx context.Context, g *globals, o *truncateOptions, args []string) error {
+	if o.maxTokens < 0 {
+		return usageError{fmt.Errorf("--max-tokens %d: want a positive count", o.maxTokens)}
+	}
+	a, err := newApp(g, o.engine)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	e, err := a.engine(ctx, false)
+	if err != nil {
+		return err
+	}
+	var r io.Reader = g.io.In
+	if p := argOr(args, "-"); p != "-" {
+		f, err := os.Open(p)
+		if err != nil {
+			return withCode(ExitInput, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return withCode(ExitInput, err)
+	}
+	category := o.category
+	if category == "" {
+		category = e.ToolCategory(o.tool)
+	}
+	out := e.TruncateOutput(ctx, category, o.tool, data, o.maxTokens)
+	if o.json {
+		return json.NewEncoder(g.io.Out).Encode(map[string]any{
+			"category": category, "bytes_before": len(data), "bytes_after": len(out),
+			"tokens_before": e.CountTokens(string(data)), "tokens_after": e.CountTokens(string(out)), "output": string(out),
+		})
+	}
+	_, err = g.io.Out.Write(out)
+	return err
+}

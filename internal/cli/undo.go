@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/compact-host/compact-host/host"
+	"github.com/spf13/cobra"
+)
+
+type undoOptions struct {
+	engine engineFlags
+	json   bool
+}
+
+func newUndoCmd(g *globals) *cobra.Command {
+	o := &undoOptions{}
+	cmd := &cobra.Command{
+		Use:   "undo [flags] SESSION_LOG",
+		Short: "Revert the latest compaction of a session log",
+		Long: `Revert the latest compaction of a compact-host session log. The folded
+messages come back exactly as they were; the undo is appended to the log,
+so it survives a reload. Run it again to revert the compaction before.`,
+		Example: `  compact-host undo session.compacted.jsonl`,
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return runUndo(cmd.Context(), g, o, args[0]) },
+	}
+	addEngineFlags(cmd, &o.engine)
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runUndo(ctx context.Context, g *globals, o *undoOptions, path string) error {
+	a, err := newApp(g, o.engine)
+	if err != nil {
+		return err
+	}
+	e, err := host.New(a.hostConfig(), host.WithLogger(a.log))
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	in, err := a.loadInput(e, path, "", true)
+	if err != nil {
+		return err
+	}
+	defer in.session.Close()
+	if !in.log {
+		return withCode(ExitInput, fmt.Errorf("%s is a %s session, not a compact-host session log: it records no compaction to undo", path, in.format))
+	}
+	before := in.session.ContextTokens()
+	c, err := in.session.Undo()
+	if errors.Is(err, host.ErrNothingToUndo) {
+		return withCode(ExitInput, fmt.Errorf("%s: no compaction to undo", path))
+	}
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	after := in.session.ContextTokens()
+	if o.json {
+		return json.NewEncoder(g.io.Out).Encode(map[string]any{"undone": c.ID, "strategy": c.Strategy, "messages_restored": c.MessagesFolded,
+			"tokens_before": before, "tokens_after": after, "compactions_left": len(in.session.Compactions())})
+	}
+	fmt.Fprintf(g.io.Out, "undid %s (%s, %s): %d messages restored; context %s → %s tokens; %d compactions left\n",
+		c.ID, c.Strategy, c.Time.Format("2006-01-02 15:04"), c.MessagesFolded, num(before), num(after), len(in.session.Compactions()))
+	return nil
+}
