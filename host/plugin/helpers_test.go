@@ -70,7 +70,7 @@ func build(t testing.TB, pkg string, wasm bool, ldflags string) string {
 
 func testplugWasm(t testing.TB) []byte {
 	t.Helper()
-	b, err := os.ReadFile(build(t, "testplug", true, ""))
+	b, err := os.ReadFile(build(t, "testplug", true, "-X main.hostile=yes"))
 	if err != nil {
 		t.Fatal(err)
 	}

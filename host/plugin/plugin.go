@@ -400,3 +400,25 @@ func nameFromPath(path string) string {
 }
 
 var _ sdk.Host = inProcessHost{}
+
+// CallFrame sends a raw request frame to export (abi.ExportInfo,
+// abi.ExportSummarize or abi.ExportTruncate) and returns the raw answer
+// frame, which may be an error frame. It is for conformance checks and
+// tools that test how a plugin handles bad requests; the engine uses
+// Summarize and Truncate.
+func (p *Plugin) CallFrame(ctx context.Context, svc Services, export string, frame []byte) ([]byte, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return nil, p.locate(&Error{Kind: ErrClosed, Op: "call"})
+	}
+	var services pluginapi.Services = OfflineServices{}
+	if svc != nil {
+		services = svc
+	}
+	if p.inproc != nil {
+		return p.inproc.Handle(ctx, inProcessHost{svc: services, logger: p.logger}, export, frame), nil
+	}
+	out, err := p.rt.Call(ctx, services, export, frame)
+	return out, p.locate(err)
+}

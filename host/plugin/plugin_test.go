@@ -29,7 +29,7 @@ func TestThreeTransportsAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wasm.Close()
-	proc, err := StartProcess(ctx, Manifest{Command: build(t, "testplug", false, "")}, testOptions(t, nil))
+	proc, err := StartProcess(ctx, Manifest{Command: build(t, "testplug", false, "-X main.hostile=yes")}, testOptions(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestClosedPluginRefusesCalls(t *testing.T) {
 
 func TestOpenDispatchesOnFileName(t *testing.T) {
 	dir := t.TempDir()
-	bin := build(t, "testplug", false, "")
+	bin := build(t, "testplug", false, "-X main.hostile=yes")
 	manifest := filepath.Join(dir, "tp"+ManifestSuffix)
 	if err := os.WriteFile(manifest, []byte(`{"command": "`+bin+`"}`), 0o644); err != nil {
 		t.Fatal(err)

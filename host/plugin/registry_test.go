@@ -146,7 +146,7 @@ func TestUserPluginOverridesBuiltin(t *testing.T) {
 	}
 	logs := &logBuffer{}
 	opts := testOptions(t, logs)
-	manifest := `{"command": "` + build(t, "testplug", false, "-X main.name=truncate") + `"}`
+	manifest := `{"command": "` + build(t, "testplug", false, "-X main.hostile=yes -X main.name=truncate") + `"}`
 	os.WriteFile(filepath.Join(opts.PluginsDir, "mine"+ManifestSuffix), []byte(manifest), 0o644)
 	r := newRegistry(t, opts)
 	p, err := r.Strategy(context.Background(), "truncate")
@@ -177,7 +177,7 @@ func TestHostilePluginsInARegistry(t *testing.T) {
 		os.WriteFile(filepath.Join(opts.PluginsDir, name+".wasm"), hostileWasm(t, name), 0o644)
 	}
 	os.WriteFile(filepath.Join(opts.PluginsDir, "testplug.wasm"), testplugWasm(t), 0o644)
-	os.WriteFile(filepath.Join(opts.PluginsDir, "crasher"+ManifestSuffix), []byte(`{"command": "`+build(t, "testplug", false, "-X main.name=crasher")+`"}`), 0o644)
+	os.WriteFile(filepath.Join(opts.PluginsDir, "crasher"+ManifestSuffix), []byte(`{"command": "`+build(t, "testplug", false, "-X main.hostile=yes -X main.name=crasher")+`"}`), 0o644)
 	r := newRegistry(t, opts)
 
 	healthy := func() {

@@ -34,7 +34,7 @@ func binary(t testing.TB, name string) string {
 			return
 		}
 		for _, n := range []string{"testplug", "nohandshake"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, n), "../../plugin/testdata/"+n).CombinedOutput()
+			out, err := exec.Command("go", "build", "-ldflags", "-X main.hostile=yes", "-o", filepath.Join(binDir, n), "../../plugin/testdata/"+n).CombinedOutput()
 			if err != nil {
 				buildErr = errors.New(string(out))
 				return

@@ -41,7 +41,7 @@ func testplug(t testing.TB) []byte {
 			return
 		}
 		out := filepath.Join(dir, "testplug.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../../plugin/testdata/testplug")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags", "-X main.hostile=yes", "-o", out, "../../plugin/testdata/testplug")
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			testplugErr = fmt.Errorf("build testplug: %v\n%s", err, b)

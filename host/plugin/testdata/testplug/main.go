@@ -8,8 +8,8 @@
 //	callhost  returns the host model's completion of the content
 //	exit      exits the process (process transport: a crash mid-call)
 //
-// Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o testplug.wasm .
-// or:    go build -o testplug .
+// Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags '-X main.hostile=yes' -o testplug.wasm .
+// or:    go build -ldflags '-X main.hostile=yes' -o testplug .
 package main
 
 import (
@@ -24,9 +24,21 @@ import (
 	"github.com/compact-host/compact-host/sdk"
 )
 
-// name can be set at build time (-ldflags "-X main.name=truncate") to
-// test a user plugin that overrides a built-in.
-var name = "testplug"
+// Set at build time with -ldflags "-X main.name=truncate -X main.hostile=yes":
+// name to test a user plugin that overrides a built-in, hostile to
+// declare the misbehaving categories. Without hostile the plugin is a
+// well-behaved one that passes the conformance kit.
+var (
+	name    = "testplug"
+	hostile = ""
+)
+
+func categories() []string {
+	if hostile == "" {
+		return []string{"generic"}
+	}
+	return []string{"generic", "spin", "panic", "hog", "callhost", "exit"}
+}
 
 func main() {
 	sdk.Serve(&sdk.Plugin{
@@ -35,7 +47,7 @@ func main() {
 		Description: "test plugin of the host's own tests",
 		Strategy:    strategy{},
 		Truncator:   truncator{},
-		Categories:  []string{"generic", "spin", "panic", "hog", "callhost", "exit"},
+		Categories:  categories(),
 	})
 }
 
