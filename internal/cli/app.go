@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,16 @@ type app struct {
 	once     sync.Once
 	registry *plugin.Registry
 	regErr   error
+	// offline says why no model is used; sayOffline prints it once.
+	offline string
+}
+
+// sayOffline tells the user, once, that summaries are made without a model.
+func (a *app) sayOffline() {
+	if a.offline != "" {
+		a.note("%s", a.offline)
+		a.offline = ""
+	}
 }
 
 func newApp(g *globals, f engineFlags) (*app, error) {
@@ -186,7 +197,7 @@ func (a *app) model(agentModel string) (provider.Client, error) {
 		}
 	}
 	if kind == "" || kind == "none" {
-		a.note("note: no model configured (set ANTHROPIC_API_KEY or OPENAI_API_KEY, or --provider): summarizing offline")
+		a.offline = "note: no model configured (set ANTHROPIC_API_KEY or OPENAI_API_KEY, or --provider): summarizing offline"
 		return nil, nil
 	}
 	keyEnv := c.APIKeyEnv
@@ -199,7 +210,7 @@ func (a *app) model(agentModel string) (provider.Client, error) {
 		CompactionModel: pick(f.compactModel, c.CompactionModel), Timeout: c.Timeout.Duration, MaxRetries: c.MaxRetries,
 	})
 	if errors.Is(err, provider.ErrNoKey) {
-		a.note("note: provider %s has no API key (set %s): summarizing offline", kind, keyEnv)
+		a.offline = fmt.Sprintf("note: provider %s has no API key (set %s): summarizing offline", kind, keyEnv)
 		return nil, nil
 	}
 	if err != nil {
@@ -276,14 +287,17 @@ func (a *app) loadInput(e *host.Engine, path, format string, appendLog bool) (*i
 			return in, nil
 		}
 	}
-	sess, err := formats.Read(strings.NewReader(string(data)), format)
+	sess, err := formats.Read(bytes.NewReader(data), format)
 	if err != nil {
 		var pe *formats.ParseError
-		if errors.As(err, &pe) && errors.Is(err, formats.ErrTornLine) && sess != nil {
-			a.note("warning: %s: %v; read the %d messages before it", path, err, len(sess.Messages))
+		if errors.As(err, &pe) {
+			pe.Path = displayPath(path)
+		}
+		if errors.Is(err, formats.ErrTornLine) && sess != nil {
+			a.note("warning: %v; read the %d messages before it", err, len(sess.Messages))
 		} else {
-			if path != "-" && !strings.HasPrefix(err.Error(), path) {
-				err = fmt.Errorf("%s: %w", path, err)
+			if pe == nil {
+				err = fmt.Errorf("%s: %w", displayPath(path), err)
 			}
 			return nil, withCode(ExitInput, err)
 		}

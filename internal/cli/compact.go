@@ -163,6 +163,7 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	case o.threshold > 0 && float64(rep.TokensBefore) < o.threshold*float64(b.Input):
 		rep.Action, rep.TokensAfter, rep.Fits, rep.Threshold = "none", rep.TokensBefore, rep.TokensBefore <= b.Input, o.threshold
 	default:
+		a.sayOffline()
 		a.progress("compacting %s (%d messages, %d tokens) with %s…", rep.Input, rep.Messages, rep.TokensBefore, a.hostConfig().Strategy)
 		c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.focus})
 		switch {
@@ -270,11 +271,11 @@ func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
 	}
 	pct := func(n int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(max(r.Budget, 1))) }
 	fmt.Fprintf(w, "%s: %s, %d messages\n", r.Input, r.Format, r.Messages)
-	model := r.Model
-	if model == "" {
-		model = "window"
+	model := ""
+	if r.Model != "" {
+		model = r.Model + ", "
 	}
-	fmt.Fprintf(w, "budget: %s tokens of input (%s, window %s), counted with %s\n", num(r.Budget), model, num(r.ContextWindow), r.Tokenizer)
+	fmt.Fprintf(w, "budget: %s tokens of input (%swindow %s), counted with %s\n", num(r.Budget), model, num(r.ContextWindow), r.Tokenizer)
 	switch {
 	case r.Plan != nil:
 		p := r.Plan

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/compact-host/compact-host/internal/cli"
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"compact-host": func() {
+			os.Exit(cli.Main(os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+		},
+	})
+}
+
+// TestScripts runs the CLI scenarios in testdata/script. Each script gets
+// the project's example sessions in $EXAMPLES and a compilation cache
+// shared by all scripts, so the built-in wasm plugins compile once.
+func TestScripts(t *testing.T) {
+	cache := t.TempDir()
+	examples, err := filepath.Abs("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("COMPACT_HOST_CACHE_DIR", cache)
+			env.Setenv("EXAMPLES", examples)
+			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// exitcode N cmd args... runs a program and checks its exit
+			// code, which `exec` and `! exec` cannot tell apart.
+			"exitcode": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) < 2 {
+					ts.Fatalf("usage: exitcode N command [args...]")
+				}
+				want, err := strconv.Atoi(args[0])
+				if err != nil {
+					ts.Fatalf("exitcode: %v", err)
+				}
+				err = ts.Exec(args[1], args[2:]...)
+				got := 0
+				if ee, ok := err.(*exec.ExitError); ok {
+					got = ee.ExitCode()
+				} else if err != nil {
+					ts.Fatalf("exitcode: %v", err)
+				}
+				if (got == want) == neg {
+					ts.Fatalf("exit code %d, want %d", got, want)
+				}
+			},
+		},
+	})
+}
