@@ -89,7 +89,7 @@ type LogCompaction struct {
 }
 
 // detectSize is how much of the input Read inspects to detect its format.
-const detectSize = 1 << 20
+const detectSize = 64 << 10
 
 // Read reads a session in the given format; "" detects it from the input.
 //

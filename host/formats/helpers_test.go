@@ -8,13 +8,12 @@ import (
 	"github.com/compact-host/compact-host/abi"
 )
 
-// corpusPath returns the path of a file of the shared corpus (../shared/corpus
-// from the repository root), skipping the test when the corpus is absent.
-func corpusPath(tb testing.TB, name string) string {
-	tb.Helper()
+// findCorpus returns the path of a file of the shared corpus
+// (../shared/corpus from the repository root, found by walking up to go.mod).
+func findCorpus(name string) (string, bool) {
 	dir, err := os.Getwd()
 	if err != nil {
-		tb.Fatal(err)
+		return "", false
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
@@ -22,13 +21,22 @@ func corpusPath(tb testing.TB, name string) string {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			tb.Skip("go.mod not found above the test directory; cannot locate ../shared/corpus")
+			return "", false
 		}
 		dir = parent
 	}
 	p := filepath.Join(dir, "..", "shared", "corpus", name)
-	if _, err := os.Stat(p); err != nil {
-		tb.Skipf("corpus file %s not present (%v); skipping", p, err)
+	_, err = os.Stat(p)
+	return p, err == nil
+}
+
+// corpusPath returns the path of a corpus file, skipping the test when the
+// corpus is absent.
+func corpusPath(tb testing.TB, name string) string {
+	tb.Helper()
+	p, ok := findCorpus(name)
+	if !ok {
+		tb.Skipf("corpus file %s not found in ../shared/corpus above the module root; skipping", name)
 	}
 	return p
 }
