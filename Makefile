@@ -9,12 +9,17 @@ help: ## list targets
 build: ## build the compact-host binary into bin/
 	$(GO) build -o bin/compact-host ./cmd/compact-host
 
-test: ## run every test (the README's test command)
-	$(GO) test ./... ./abi/... ./sdk/...
+# abi and sdk are modules of their own (a plugin build never pulls the
+# host's dependencies), so every Go command runs once per module.
+MODULES := . abi sdk
 
-check: ## vet, race tests, wasm builds, tidy check
-	$(GO) vet ./... ./abi/... ./sdk/...
-	$(GO) test -race ./... ./abi/... ./sdk/...
+test: ## run every test of every module (the README's test command)
+	@for m in $(MODULES); do (cd $$m && $(GO) test ./...) || exit 1; done
+
+check: plugins ## vet, race tests, tidy modules, and embedded plugins matching their sources
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff) || exit 1; done
+	@for m in $(MODULES); do (cd $$m && $(GO) test -race ./...) || exit 1; done
+	@git diff --quiet -- $(BUILTIN_DIR) || { echo "embedded plugins differ from their sources: commit $(BUILTIN_DIR)"; exit 1; }
 
 # Built-in plugins: each plugins/<name>/cmd/<name> becomes an embedded wasm
 # module. The outputs are committed (see RATIONALE.md).
