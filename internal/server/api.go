@@ -1,0 +1,247 @@
+package server
+
+import (
+	"encoding/json"
+
+	"github.com/compact-host/compact-host/host"
+)
+
+// The wire types of the API. Field names are the JSON names the package
+// documentation lists; every request type rejects unknown fields.
+
+// EngineOptions override the server's engine configuration for one
+// request. Zero values keep the server's settings.
+type EngineOptions struct {
+	// Model sizes the budget (window and output limit from the catalog)
+	// and picks the tokenizer. Summaries are still written by the
+	// server's provider model.
+	Model string `json:"model,omitempty"`
+	// ContextWindow overrides the window, in tokens.
+	ContextWindow int `json:"context_window,omitempty"`
+	// Strategy names the summarization strategy plugin.
+	Strategy string `json:"strategy,omitempty"`
+	// KeepRecentTokens is the newest history kept verbatim.
+	KeepRecentTokens int `json:"keep_recent_tokens,omitempty"`
+	// Thresholds are the gate's shares of the input budget.
+	Thresholds *Thresholds `json:"thresholds,omitempty"`
+}
+
+// Thresholds are shares of the input budget, 0 to 1; zero keeps the
+// server's.
+type Thresholds struct {
+	Prune           float64 `json:"prune,omitempty"`
+	Compact         float64 `json:"compact,omitempty"`
+	OverheadReserve float64 `json:"overhead_reserve,omitempty"`
+	Emergency       float64 `json:"emergency,omitempty"`
+}
+
+// CompactOptions are the options of POST /v1/compact.
+type CompactOptions struct {
+	EngineOptions
+	// Focus says what the summary must keep, in the user's words.
+	Focus string `json:"focus,omitempty"`
+	// Threshold, when set, compacts only a session using at least this
+	// share of the budget, as the agent's gate would.
+	Threshold float64 `json:"threshold,omitempty"`
+	// DryRun returns the plan and no session.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// CompactRequest is the body of POST /v1/compact.
+type CompactRequest struct {
+	// Session is the session: a JSON object (Anthropic or OpenAI request,
+	// a trajectory), an array of canonical messages, or a string holding
+	// a JSONL file (canonical, a session log, Claude Code, Codex, Copilot).
+	Session json.RawMessage `json:"session"`
+	// Format is the session's format; empty detects it.
+	Format string `json:"format,omitempty"`
+	// OutputFormat is canonical, anthropic or openai; empty means the
+	// input's format where it can be written, else canonical.
+	OutputFormat string         `json:"output_format,omitempty"`
+	Options      CompactOptions `json:"options"`
+}
+
+// CompactReport says what a compaction did.
+type CompactReport struct {
+	// Action is "compacted", "emergency", "pruned", "none" (under the
+	// threshold), "nothing to fold" (all of it is recent) or "plan"
+	// (dry run).
+	Action        string  `json:"action"`
+	Format        string  `json:"format"`
+	OutputFormat  string  `json:"output_format,omitempty"`
+	Messages      int     `json:"messages"`
+	Model         string  `json:"model,omitempty"`
+	ContextWindow int     `json:"context_window"`
+	Budget        int     `json:"budget"`
+	Tokenizer     string  `json:"tokenizer"`
+	Threshold     float64 `json:"threshold,omitempty"`
+	TokensBefore  int     `json:"tokens_before"`
+	TokensAfter   int     `json:"tokens_after"`
+	Fits          bool    `json:"fits"`
+	Strategy      string  `json:"strategy,omitempty"`
+	Offline       bool    `json:"offline,omitempty"`
+	Folded        int     `json:"messages_folded,omitempty"`
+	// Kept is the number of messages in the compacted context, summary
+	// included.
+	Kept           int            `json:"messages_kept,omitempty"`
+	Fallbacks      []string       `json:"fallbacks,omitempty"`
+	Plan           *Plan          `json:"plan,omitempty"`
+	CostUSD        float64        `json:"cost_usd,omitempty"`
+	SkippedRecords map[string]int `json:"skipped_records,omitempty"`
+	Repaired       map[string]int `json:"repaired,omitempty"`
+	Warnings       []string       `json:"warnings,omitempty"`
+	DurationMS     float64        `json:"duration_ms"`
+}
+
+// Plan is host.Plan on the wire.
+type Plan struct {
+	FirstKept     int      `json:"first_kept"`
+	FirstKeptID   string   `json:"first_kept_id"`
+	Folded        int      `json:"folded"`
+	Kept          int      `json:"kept"`
+	TurnPrefix    bool     `json:"turn_prefix"`
+	TokensBefore  int      `json:"tokens_before"`
+	TokensKept    int      `json:"tokens_kept"`
+	SummaryTokens int      `json:"summary_tokens"`
+	FilesRead     []string `json:"files_read,omitempty"`
+	FilesModified []string `json:"files_modified,omitempty"`
+}
+
+func planOf(p host.Plan) *Plan {
+	return &Plan{
+		FirstKept: p.FirstKept, FirstKeptID: p.FirstKeptID, Folded: p.Folded, Kept: p.Kept, TurnPrefix: p.TurnPrefix,
+		TokensBefore: p.TokensBefore, TokensKept: p.TokensKept, SummaryTokens: p.SummaryTokens,
+		FilesRead: p.FileOps.Read, FilesModified: p.FileOps.Modified,
+	}
+}
+
+// CompactResponse is the answer of POST /v1/compact.
+type CompactResponse struct {
+	// Session is the compacted session in the report's output format: a
+	// JSON object for anthropic and openai, a string holding the session
+	// log (JSONL) for canonical. Absent on a dry run.
+	Session json.RawMessage `json:"session,omitempty"`
+	Report  CompactReport   `json:"report"`
+}
+
+// GateRequest is what the next model call adds to the session.
+type GateRequest struct {
+	ToolSchemaTokens int `json:"tool_schema_tokens,omitempty"`
+	DynamicTokens    int `json:"dynamic_tokens,omitempty"`
+}
+
+// CheckRequest is the body of POST /v1/check.
+type CheckRequest struct {
+	Session      json.RawMessage `json:"session"`
+	Format       string          `json:"format,omitempty"`
+	OutputFormat string          `json:"output_format,omitempty"`
+	Options      EngineOptions   `json:"options"`
+	Request      GateRequest     `json:"request"`
+	// Apply runs the gate (prune, compact, emergency as needed) and
+	// returns the session; without it the check only measures.
+	Apply bool `json:"apply,omitempty"`
+}
+
+// Budget is the resolved budget of the engine that served a request.
+type Budget struct {
+	ContextWindow   int `json:"context_window"`
+	MaxOutputTokens int `json:"max_output_tokens"`
+	// Input is what a request may carry: the window less the output reserve.
+	Input int `json:"input"`
+	// PruneAt, CompactAt and EmergencyAt are shares of Input.
+	PruneAt     float64 `json:"prune_at"`
+	CompactAt   float64 `json:"compact_at"`
+	EmergencyAt float64 `json:"emergency_at"`
+}
+
+// Decision is host.Decision on the wire.
+type Decision struct {
+	// Action is "none", "pruned", "compacted" or "emergency".
+	Action       string  `json:"action"`
+	TokensBefore int     `json:"tokens_before"`
+	TokensAfter  int     `json:"tokens_after"`
+	Budget       int     `json:"budget"`
+	Usage        float64 `json:"usage"`
+	Fits         bool    `json:"fits"`
+}
+
+// CheckResponse is the answer of POST /v1/check.
+type CheckResponse struct {
+	Format    string `json:"format"`
+	Messages  int    `json:"messages"`
+	Tokenizer string `json:"tokenizer"`
+	Budget    Budget `json:"budget"`
+	// Tokens is the session's context; Overhead the request's tool
+	// schemas and dynamic context; Total their sum, which the budget
+	// must hold.
+	Tokens   int `json:"tokens"`
+	Overhead int `json:"overhead"`
+	Total    int `json:"total"`
+	// Usage is Total as a share of the input budget.
+	Usage float64 `json:"usage"`
+	// Action is what the gate would do now: "none", "prune", "compact"
+	// or "emergency".
+	Action string `json:"action"`
+	// Fits reports whether Total is within the budget: before the gate
+	// ran, or after it with apply.
+	Fits bool `json:"fits"`
+	// With apply: what the gate did, and the session after it.
+	Decision     *Decision       `json:"decision,omitempty"`
+	OutputFormat string          `json:"output_format,omitempty"`
+	Session      json.RawMessage `json:"session,omitempty"`
+	Fallbacks    []string        `json:"fallbacks,omitempty"`
+	Warnings     []string        `json:"warnings,omitempty"`
+}
+
+// TruncateRequest is the body of POST /v1/truncate.
+type TruncateRequest struct {
+	// Tool picks the category when Category is empty.
+	Tool     string `json:"tool,omitempty"`
+	Category string `json:"category,omitempty"`
+	Content  string `json:"content"`
+	// MaxTokens is the cap, notice included; zero means the server's
+	// tool output limit.
+	MaxTokens int `json:"max_tokens,omitempty"`
+}
+
+// TruncateResponse is the answer of POST /v1/truncate.
+type TruncateResponse struct {
+	Content      string `json:"content"`
+	Category     string `json:"category"`
+	Truncated    bool   `json:"truncated"`
+	BytesBefore  int    `json:"bytes_before"`
+	BytesAfter   int    `json:"bytes_after"`
+	TokensBefore int    `json:"tokens_before"`
+	TokensAfter  int    `json:"tokens_after"`
+}
+
+// PluginInfo is one entry of GET /v1/plugins.
+type PluginInfo struct {
+	Name        string   `json:"name"`
+	Source      string   `json:"source"`
+	Path        string   `json:"path,omitempty"`
+	Loaded      bool     `json:"loaded"`
+	Kinds       []string `json:"kinds,omitempty"`
+	Categories  []string `json:"categories,omitempty"`
+	Version     string   `json:"version,omitempty"`
+	ABI         string   `json:"abi,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Overridden  bool     `json:"overridden,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+// PluginsResponse is the answer of GET /v1/plugins.
+type PluginsResponse struct {
+	Dir     string       `json:"dir"`
+	Plugins []PluginInfo `json:"plugins"`
+}
+
+// Health is the answer of GET /healthz.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+	ABI     string `json:"abi"`
+	// Plugins counts the plugins that loaded; Broken those that did not.
+	Plugins int `json:"plugins"`
+	Broken  int `json:"broken,omitempty"`
+}

@@ -1,0 +1,111 @@
+// Package server is the HTTP JSON API of `compact-host serve`: the engine
+// for agents written in any language. It is stateless per request: the
+// caller sends the session, and an engine is built for the request from
+// the server's configuration and the request's options, so servers scale
+// out behind any load balancer. The plugin registry is shared for the
+// server's life and watched, so a plugin dropped into its directory is
+// usable without a restart.
+//
+// Requests that work (compact, check, truncate) share a pool of workers
+// (Options.MaxConcurrent); the others wait for one within the request
+// timeout. A body over Options.MaxRequestBytes is refused before it is
+// read. With Options.Token set, every endpoint but /healthz requires
+// "Authorization: Bearer <token>", compared in constant time.
+//
+// # API
+//
+//	API (JSON in, JSON out; every body field below, unknown fields are a 400):
+//
+//	GET /healthz   (no token needed)
+//	  200 {"status":"ok","version":"v1.2.3","abi":"v1.0","plugins":3,"broken":0}
+//	      plugins counts the plugins that loaded, broken those that did not.
+//
+//	GET /v1/plugins
+//	  200 {"dir":"...","plugins":[{"name","source","path","loaded","kinds",
+//	      "categories","version","abi","description","overridden","error"}]}
+//	      source is builtin, wasm or process; error says why a plugin is broken.
+//	      A plugin dropped into dir is listed and usable without a restart.
+//
+//	POST /v1/compact
+//	  {"session":       the session, see below (required)
+//	   "format":        "" to detect, or canonical, anthropic, openai,
+//	                    claude-code, codex, copilot, mini-swe-agent, swe-agent
+//	   "output_format": canonical, anthropic or openai; default: the input's
+//	                    format if it is anthropic or openai, else canonical
+//	   "options": {"model":              size the budget for this model (catalog)
+//	               "context_window":     window in tokens, 1 to 10,000,000
+//	               "strategy":           structured, narrative, truncate or a plugin's
+//	               "keep_recent_tokens": newest history kept verbatim
+//	               "focus":              what the summary must keep (at most 8 KiB)
+//	               "threshold":          compact only at this share of the budget (0-1)
+//	               "thresholds":         {"prune","compact","overhead_reserve","emergency"}
+//	               "dry_run":            plan only: no session in the answer}}
+//	  200 {"session": the compacted session in output_format (absent on a dry run),
+//	       "report": {"action","format","output_format","messages","model",
+//	                  "context_window","budget","tokenizer","threshold",
+//	                  "tokens_before","tokens_after","fits","strategy","offline",
+//	                  "messages_folded","messages_kept","fallbacks","plan",
+//	                  "cost_usd","skipped_records","repaired","warnings","duration_ms"}}
+//	      action: compacted, emergency, pruned, none (under the threshold),
+//	      "nothing to fold" (all of it is recent history) or plan (dry run).
+//	      Without threshold the session is compacted whatever its size, then
+//	      pruned or cut in an emergency if it is still over the budget; fits
+//	      false means even that was not enough. plan: {"first_kept",
+//	      "first_kept_id","folded","kept","turn_prefix","tokens_before",
+//	      "tokens_kept","summary_tokens","files_read","files_modified"}.
+//
+//	POST /v1/check   (the gate an agent runs before each model call)
+//	  {"session","format","output_format",
+//	   "options": {"model","context_window","strategy","keep_recent_tokens","thresholds"},
+//	   "request": {"tool_schema_tokens","dynamic_tokens"}   tokens the call adds
+//	   "apply":   false: measure only; true: run the gate and return the session}
+//	  200 {"format","messages","tokenizer",
+//	       "budget": {"context_window","max_output_tokens","input","prune_at",
+//	                  "compact_at","emergency_at"},
+//	       "tokens","overhead","total","usage","fits",
+//	       "action":   what the gate would do: none, prune, compact or emergency,
+//	       "decision": with apply: {"action": none, pruned, compacted or emergency,
+//	                   "tokens_before","tokens_after","budget","usage","fits"},
+//	       "output_format","session": with apply, as for compact,
+//	       "fallbacks","warnings"}
+//
+//	POST /v1/truncate
+//	  {"tool": the tool that produced the output (picks the category),
+//	   "category": head-tail, match-list, file-content, generic or a plugin's,
+//	   "content": the output (a string, required),
+//	   "max_tokens": the cap, notice included; 0: the server's limit}
+//	  200 {"content","category","truncated","bytes_before","bytes_after",
+//	       "tokens_before","tokens_after"}
+//
+//	The session is a JSON object (an Anthropic or OpenAI request, a SWE-agent
+//	or mini-swe-agent trajectory), an array of canonical messages
+//	({"id","role","content":[blocks]}), or a string holding a JSONL file: a
+//	compact-host session log (its compactions are kept and can be undone),
+//	canonical messages, or a Claude Code, Codex or Copilot session. Line
+//	numbers in errors count from the start of the session value (of the
+//	string's content; for an array, line N is element N). Canonical output is
+//	a string holding the session log: every message, the summary and the
+//	compaction entry, so 'compact-host undo' reverts it.
+//
+//	Errors: {"error":{"code","message","line"?,"offset"?}} with the status:
+//	  400 bad_json          the body is not one JSON object
+//	  400 unknown_field     a field the endpoint does not take
+//	  400 bad_request       a field missing, of the wrong type or out of range
+//	  400 bad_session       the session does not parse; line says where
+//	  400 invalid_session   the session breaks the providers' rules (an orphaned
+//	                        tool result, a call without a result...)
+//	  400 unknown_format    an unknown format, or one that cannot be detected
+//	  400 bad_options       options that make no engine (an unknown model
+//	                        without context_window, keep_recent_tokens over
+//	                        the budget...)
+//	  400 unknown_strategy  no plugin provides the strategy
+//	  401 unauthorized      missing or wrong "Authorization: Bearer <token>"
+//	  404 not_found         no such endpoint
+//	  405 method_not_allowed the endpoint takes another method (see Allow)
+//	  413 too_large         the body is over --max-request-bytes
+//	  500 internal          a bug: the server failed, or its result did not
+//	                        validate (then nothing is sent)
+//	  503 busy              no worker came free before the request timeout
+//	                        (Retry-After: 1)
+//	  504 timeout           the work outlasted --request-timeout
+package server

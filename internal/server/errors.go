@@ -1,0 +1,133 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Error codes of the API, in the "code" of an error body. They are part of
+// the interface: clients branch on them, not on messages.
+const (
+	CodeBadJSON          = "bad_json"           // 400: the body is not one JSON object
+	CodeUnknownField     = "unknown_field"      // 400: the body has a field the endpoint does not know
+	CodeBadRequest       = "bad_request"        // 400: a field is missing, of the wrong type or out of range
+	CodeBadSession       = "bad_session"        // 400: the session cannot be read in its format
+	CodeInvalidSession   = "invalid_session"    // 400: the session breaks the providers' rules (orphaned tool results...)
+	CodeUnknownFormat    = "unknown_format"     // 400: the format is unknown, or cannot be detected
+	CodeBadOptions       = "bad_options"        // 400: the options make no valid engine (model not in the catalog...)
+	CodeUnknownStrategy  = "unknown_strategy"   // 400: no plugin provides the strategy
+	CodeUnauthorized     = "unauthorized"       // 401: the bearer token is missing or wrong
+	CodeNotFound         = "not_found"          // 404: no such endpoint
+	CodeMethodNotAllowed = "method_not_allowed" // 405: the endpoint takes another method
+	CodeTooLarge         = "too_large"          // 413: the body is over the size limit
+	CodeBusy             = "busy"               // 503: no worker came free within the request timeout
+	CodeTimeout          = "timeout"            // 504: the work did not finish within the request timeout
+	CodeInternal         = "internal"           // 500: a bug; the message says what
+)
+
+// apiError is an error answer: its status and the body's error object.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Line and Offset place a problem in the session or the body, when
+	// known (1-based line; byte offset).
+	Line   int    `json:"line,omitempty"`
+	Offset *int64 `json:"offset,omitempty"`
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) *apiError {
+	return errorf(http.StatusBadRequest, CodeBadRequest, format, args...)
+}
+
+// writeError writes e as the response.
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.Status, struct {
+		Error *apiError `json:"error"`
+	}{e})
+}
+
+// writeJSON writes v as the response body with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client is gone if this fails
+}
+
+// bodyError turns a JSON decoding error of a request body into an answer
+// that names the field or the place.
+func bodyError(body []byte, err error) *apiError {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off := se.Offset
+		return &apiError{Status: http.StatusBadRequest, Code: CodeBadJSON, Offset: &off, Line: lineOf(body, se.Offset),
+			Message: fmt.Sprintf("the body is not valid JSON: %v (line %d)", se, lineOf(body, se.Offset))}
+	case errors.Is(err, errTrailing):
+		return errorf(http.StatusBadRequest, CodeBadJSON, "the body must be one JSON object; more follows it")
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return errorf(http.StatusBadRequest, CodeBadJSON, "the body must be a JSON object, not %s", te.Value)
+		}
+		return badRequest("%s: expected %s, got JSON %s", field, kindName(te), te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return errorf(http.StatusBadRequest, CodeUnknownField, "%s (see the API reference: compact-host serve --help)",
+			strings.TrimPrefix(err.Error(), "json: "))
+	case errors.Is(err, errEmptyBody):
+		return errorf(http.StatusBadRequest, CodeBadJSON, "the body is empty; send a JSON object")
+	}
+	return errorf(http.StatusBadRequest, CodeBadJSON, "the body is not valid JSON: %v", err)
+}
+
+var (
+	errTrailing  = errors.New("trailing data after the JSON object")
+	errEmptyBody = errors.New("empty body")
+)
+
+// lineOf is the 1-based line of byte offset off in data.
+func lineOf(data []byte, off int64) int {
+	off = min(max(off, 0), int64(len(data)))
+	line := 1
+	for _, c := range data[:off] {
+		if c == '\n' {
+			line++
+		}
+	}
+	return line
+}
+
+func kindName(te *json.UnmarshalTypeError) string {
+	if te.Type == nil {
+		return "another type"
+	}
+	switch te.Type.Kind().String() {
+	case "string":
+		return "a string"
+	case "struct", "map":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "bool":
+		return "a boolean"
+	case "int", "int64", "int32", "float64", "float32", "uint", "uint64":
+		return "a number"
+	}
+	return te.Type.String()
+}

@@ -1,0 +1,303 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/compact-host/compact-host/host"
+)
+
+// events collects what one request's engine reports.
+type events struct {
+	mu        sync.Mutex
+	fallbacks []string
+	cost      float64
+}
+
+func (ev *events) watch(e *host.Engine) {
+	e.Subscribe(func(x host.Event) {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		switch x := x.(type) {
+		case *host.FallbackEvent:
+			ev.fallbacks = append(ev.fallbacks, fmt.Sprintf("%s → %s: %v", x.From, x.To, x.Err))
+		case *host.CompactionEvent:
+			ev.cost += x.CostUSD
+		}
+	})
+}
+
+func (ev *events) result() ([]string, float64) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return ev.fallbacks, ev.cost
+}
+
+// compact serves POST /v1/compact: the CLI's compact command over HTTP.
+func (s *Server) compact(w http.ResponseWriter, r *http.Request, body []byte) *apiError {
+	began := time.Now()
+	var req CompactRequest
+	if aerr := decode(body, &req); aerr != nil {
+		return aerr
+	}
+	o := req.Options
+	switch {
+	case o.Threshold < 0 || o.Threshold > 1:
+		return badRequest("options.threshold %g: want a share between 0 and 1", o.Threshold)
+	case len(o.Focus) > maxFocusBytes:
+		return badRequest("options.focus is %d bytes; at most %d", len(o.Focus), maxFocusBytes)
+	}
+	if aerr := checkFormats(req.Format, req.OutputFormat); aerr != nil {
+		return aerr
+	}
+	ctx := r.Context()
+	e, aerr := s.engine(ctx, o.EngineOptions)
+	if aerr != nil {
+		return aerr
+	}
+	var ev events
+	ev.watch(e)
+	in, aerr := readSession(e, req.Session, req.Format)
+	if aerr != nil {
+		return aerr
+	}
+	sess := in.session
+	defer sess.Close()
+
+	b := e.Budget()
+	rep := CompactReport{
+		Format: in.format, Messages: sess.Len(), Model: s.model(o.EngineOptions), ContextWindow: b.ContextWindow, Budget: b.Input,
+		Tokenizer: e.Tokenizer(), TokensBefore: sess.ContextTokens(), SkippedRecords: in.skipped, Repaired: in.repaired, Warnings: in.warnings,
+	}
+	switch {
+	case o.DryRun:
+		plan, err := e.Plan(sess, host.CompactOptions{Focus: o.Focus})
+		switch {
+		case errors.Is(err, host.ErrNothingToFold):
+			rep.Action = "nothing to fold"
+		case err != nil:
+			return workError(ctx, "planning", err)
+		default:
+			rep.Action, rep.Plan = "plan", planOf(plan)
+			rep.TokensAfter = plan.TokensKept + plan.SummaryTokens
+		}
+		rep.Fits = rep.TokensBefore <= b.Input
+	case o.Threshold > 0 && float64(rep.TokensBefore) < o.Threshold*float64(b.Input):
+		rep.Action, rep.TokensAfter, rep.Fits, rep.Threshold = "none", rep.TokensBefore, rep.TokensBefore <= b.Input, o.Threshold
+	default:
+		c, err := e.Compact(ctx, sess, host.CompactOptions{Focus: o.Focus})
+		switch {
+		case errors.Is(err, host.ErrNothingToFold):
+			rep.Action = "nothing to fold"
+		case err != nil:
+			return workError(ctx, "the compaction", err)
+		default:
+			rep.Action = "compacted"
+			if c.Emergency {
+				rep.Action = "emergency"
+			}
+			rep.Strategy, rep.Offline, rep.Folded = c.Strategy, c.Offline, c.MessagesFolded
+		}
+		// Still over the budget (a huge kept tail): the gate prunes, and
+		// takes the emergency path if it must.
+		d, err := e.EnsureFits(ctx, sess, host.Request{})
+		if err != nil {
+			return workError(ctx, "the gate after the compaction", err)
+		}
+		if d.Action > host.ActionNone && rep.Action != "compacted" {
+			rep.Action = d.Action.String()
+		}
+		rep.TokensAfter, rep.Fits = d.TokensAfter, d.Fits
+	}
+	resp := CompactResponse{}
+	if !o.DryRun {
+		rep.OutputFormat = outputFormat(req.OutputFormat, in.format)
+		out, kept, aerr := s.output(sess, in, rep.OutputFormat)
+		if aerr != nil {
+			return aerr
+		}
+		resp.Session, rep.Kept = out, kept
+	}
+	rep.Fallbacks, rep.CostUSD = ev.result()
+	rep.DurationMS = float64(time.Since(began).Microseconds()) / 1000
+	resp.Report = rep
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// output checks the session the engine left and renders it. An invalid
+// result is a bug of the engine: it is reported, never sent.
+func (s *Server) output(sess *host.Session, in *input, format string) ([]byte, int, *apiError) {
+	msgs := sess.Context()
+	if err := host.Validate(msgs, in.pendingTail); err != nil {
+		s.log.Error("the engine produced an invalid session", "format", in.format, "err", err)
+		return nil, 0, errorf(http.StatusInternalServerError, CodeInternal, "the result failed validation, so it was not sent: %v", err)
+	}
+	out, err := writeSession(sess, format)
+	if err != nil {
+		return nil, 0, errorf(http.StatusInternalServerError, CodeInternal, "write the session as %s: %v", format, err)
+	}
+	return out, len(msgs), nil
+}
+
+// model is the model a request's budget was sized for.
+func (s *Server) model(o EngineOptions) string {
+	if o.Model != "" {
+		return o.Model
+	}
+	return s.opts.Config.Model
+}
+
+// check serves POST /v1/check: the gate, measuring or applied.
+func (s *Server) check(w http.ResponseWriter, r *http.Request, body []byte) *apiError {
+	var req CheckRequest
+	if aerr := decode(body, &req); aerr != nil {
+		return aerr
+	}
+	gr := req.Request
+	if gr.ToolSchemaTokens < 0 || gr.DynamicTokens < 0 || gr.ToolSchemaTokens > maxContextWindow || gr.DynamicTokens > maxContextWindow {
+		return badRequest("request.tool_schema_tokens and request.dynamic_tokens: want counts from 0 to %d", maxContextWindow)
+	}
+	if aerr := checkFormats(req.Format, req.OutputFormat); aerr != nil {
+		return aerr
+	}
+	ctx := r.Context()
+	e, aerr := s.engine(ctx, req.Options)
+	if aerr != nil {
+		return aerr
+	}
+	var ev events
+	ev.watch(e)
+	in, aerr := readSession(e, req.Session, req.Format)
+	if aerr != nil {
+		return aerr
+	}
+	sess := in.session
+	defer sess.Close()
+
+	b := e.Budget()
+	tokens := sess.ContextTokens()
+	overhead := gr.ToolSchemaTokens + gr.DynamicTokens
+	resp := CheckResponse{
+		Format: in.format, Messages: sess.Len(), Tokenizer: e.Tokenizer(),
+		Budget: Budget{ContextWindow: b.ContextWindow, MaxOutputTokens: b.MaxOutputTokens, Input: b.Input,
+			PruneAt: b.PruneAt, CompactAt: b.CompactAt, EmergencyAt: b.EmergencyAt},
+		Tokens: tokens, Overhead: overhead, Total: tokens + overhead,
+		Usage: float64(tokens+overhead) / float64(b.Input), Fits: tokens+overhead <= b.Input,
+		Warnings: in.warnings,
+	}
+	resp.Action = s.wouldDo(resp.Total, b)
+	if req.Apply {
+		d, err := e.EnsureFits(ctx, sess, host.Request{ToolSchemaTokens: gr.ToolSchemaTokens, DynamicTokens: gr.DynamicTokens})
+		if err != nil {
+			return workError(ctx, "the gate", err)
+		}
+		resp.Decision = &Decision{Action: d.Action.String(), TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter,
+			Budget: d.Budget, Usage: d.Usage(), Fits: d.Fits}
+		resp.Fits = d.Fits
+		resp.OutputFormat = outputFormat(req.OutputFormat, in.format)
+		out, _, aerr := s.output(sess, in, resp.OutputFormat)
+		if aerr != nil {
+			return aerr
+		}
+		resp.Session = out
+		resp.Fallbacks, _ = ev.result()
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// wouldDo is what the gate would do to a request of total tokens: below
+// the prune threshold nothing; above it prune, then compact from the
+// compaction point, the emergency path from its threshold.
+func (s *Server) wouldDo(total int, b host.Budget) string {
+	used, in := float64(total), float64(b.Input)
+	switch {
+	case used < b.PruneAt*in:
+		return "none"
+	case used < b.CompactAt*in || s.opts.Config.DisableCompaction:
+		return "prune"
+	case used < b.EmergencyAt*in:
+		return "compact"
+	}
+	return "emergency"
+}
+
+// truncate serves POST /v1/truncate: one tool output capped by its
+// category's truncator.
+func (s *Server) truncate(w http.ResponseWriter, r *http.Request, body []byte) *apiError {
+	var req TruncateRequest
+	if aerr := decode(body, &req); aerr != nil {
+		return aerr
+	}
+	switch {
+	case req.MaxTokens < 0:
+		return badRequest("max_tokens %d: want a positive count, or 0 for the server's limit", req.MaxTokens)
+	case len(req.Tool) > maxNameBytes || len(req.Category) > maxNameBytes:
+		return badRequest("tool and category are at most %d bytes", maxNameBytes)
+	}
+	ctx := r.Context()
+	e, aerr := s.engine(ctx, EngineOptions{})
+	if aerr != nil {
+		return aerr
+	}
+	category := req.Category
+	if category == "" {
+		category = e.ToolCategory(req.Tool)
+	}
+	in := []byte(req.Content)
+	out := e.TruncateOutput(ctx, category, req.Tool, in, req.MaxTokens)
+	writeJSON(w, http.StatusOK, TruncateResponse{
+		Content: string(out), Category: category, Truncated: !bytes.Equal(in, out),
+		BytesBefore: len(in), BytesAfter: len(out), TokensBefore: e.CountTokens(req.Content), TokensAfter: e.CountTokens(string(out)),
+	})
+	return nil
+}
+
+// pluginList is the registry's plugins, sorted by name.
+func (s *Server) pluginList(r *http.Request) []PluginInfo {
+	var out []PluginInfo
+	for _, e := range s.opts.Registry.List(r.Context()) {
+		p := PluginInfo{Name: e.Name, Source: string(e.Source), Path: e.Path, Loaded: e.Loaded, Overridden: e.Overridden}
+		if e.Loaded {
+			p.Kinds, p.Categories, p.Version, p.Description = e.Info.Kinds, e.Info.Categories, e.Info.Version, e.Info.Description
+			p.ABI = fmt.Sprintf("v%d.%d", e.Info.ABIMajor, e.Info.ABIMinor)
+		}
+		if e.Err != nil {
+			p.Error = e.Err.Error()
+		}
+		out = append(out, p)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// plugins serves GET /v1/plugins.
+func (s *Server) plugins(w http.ResponseWriter, r *http.Request, _ []byte) *apiError {
+	list := s.pluginList(r)
+	if list == nil {
+		list = []PluginInfo{}
+	}
+	writeJSON(w, http.StatusOK, PluginsResponse{Dir: s.opts.Registry.Dir(), Plugins: list})
+	return nil
+}
+
+// health serves GET /healthz. It needs no token, so load balancers can
+// probe it.
+func (s *Server) health(w http.ResponseWriter, r *http.Request, _ []byte) *apiError {
+	h := Health{Status: "ok", Version: s.opts.Version, ABI: abiVersion}
+	for _, p := range s.pluginList(r) {
+		if p.Error != "" {
+			h.Broken++
+		} else if p.Loaded {
+			h.Plugins++
+		}
+	}
+	writeJSON(w, http.StatusOK, h)
+	return nil
+}

@@ -1,0 +1,333 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/plugin"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxRequestBytes = 64 << 20
+	DefaultRequestTimeout  = 5 * time.Minute
+)
+
+// Limits on what a request may override.
+const (
+	maxContextWindow = 10_000_000
+	maxFocusBytes    = 8 << 10
+	maxNameBytes     = 256
+)
+
+// Options configure a Server. The zero value of each field means the
+// default its comment names; Registry is required.
+type Options struct {
+	// Config is the engine configuration every request starts from; a
+	// request's options override parts of it. An engine is built per
+	// request from it, so no state (calibration, circuit breakers)
+	// carries from one request to the next.
+	Config host.Config
+	// Registry supplies strategies and truncators for the server's life.
+	// A watched registry makes a plugin dropped into its directory usable
+	// without a restart. The server does not close it.
+	Registry *plugin.Registry
+	// Model writes summaries; nil runs every strategy offline.
+	Model host.ModelClient
+	// Logger receives one line per request at Info, failures at Warn and
+	// Error. Nil discards.
+	Logger *slog.Logger
+	// Version is reported by /healthz.
+	Version string
+	// MaxRequestBytes bounds a request body; larger ones get 413.
+	// Default 64 MiB.
+	MaxRequestBytes int64
+	// RequestTimeout bounds a request, its wait for a worker included.
+	// Default 5 minutes; negative means no bound.
+	RequestTimeout time.Duration
+	// Token, when set, is the bearer token every endpoint but /healthz
+	// requires.
+	Token string
+	// MaxConcurrent bounds the requests that work at once (compact, check,
+	// truncate); others wait for a worker, within their timeout. Default
+	// 2×GOMAXPROCS.
+	MaxConcurrent int
+}
+
+// Server is the HTTP JSON API over the engine. It is safe for concurrent
+// use; see the package documentation for the endpoints.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	tokenID [sha256.Size]byte
+	slots   chan struct{}
+	routes  map[string]route
+}
+
+// route is an endpoint: its method, whether it needs a worker slot, and
+// its handler.
+type route struct {
+	method string
+	work   bool
+	open   bool // no token needed
+	handle func(w http.ResponseWriter, r *http.Request, body []byte) *apiError
+}
+
+// New checks the options and returns a Server.
+func New(opts Options) (*Server, error) {
+	if opts.Registry == nil {
+		return nil, errors.New("server: Options.Registry is required")
+	}
+	if _, err := host.New(opts.Config); err != nil {
+		return nil, fmt.Errorf("server: engine config: %w", err)
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = 2 * runtime.GOMAXPROCS(0)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent)}
+	if opts.Token != "" {
+		s.tokenID = sha256.Sum256([]byte(opts.Token))
+	}
+	s.routes = map[string]route{
+		"/healthz":     {method: http.MethodGet, open: true, handle: s.health},
+		"/v1/plugins":  {method: http.MethodGet, handle: s.plugins},
+		"/v1/compact":  {method: http.MethodPost, work: true, handle: s.compact},
+		"/v1/check":    {method: http.MethodPost, work: true, handle: s.check},
+		"/v1/truncate": {method: http.MethodPost, work: true, handle: s.truncate},
+	}
+	return s, nil
+}
+
+// Handler returns the API's handler.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+// statusWriter records the status written, for the request log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
+	began := time.Now()
+	w := &statusWriter{ResponseWriter: rw}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			if w.status == 0 {
+				writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "the server failed: %v", p))
+			}
+		}
+		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", w.status, "bytes_in", r.ContentLength,
+			"bytes_out", w.bytes, "duration_ms", float64(time.Since(began).Microseconds())/1000)
+	}()
+	if aerr := s.dispatch(w, r); aerr != nil {
+		if aerr.Status >= 500 {
+			s.log.Warn("request failed", "path", r.URL.Path, "status", aerr.Status, "code", aerr.Code, "err", aerr.Message)
+		}
+		writeError(w, aerr)
+	}
+}
+
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
+	rt, ok := s.routes[r.URL.Path]
+	if !ok {
+		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s; the API has GET /healthz, GET /v1/plugins, POST /v1/compact, POST /v1/check and POST /v1/truncate", r.URL.Path)
+	}
+	if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
+		w.Header().Set("Allow", rt.method)
+		return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, rt.method, r.Method)
+	}
+	if !rt.open && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host"`)
+		if r.Header.Get("Authorization") != "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host", error="invalid_token"`)
+		}
+		return errorf(http.StatusUnauthorized, CodeUnauthorized, "send the server's token as \"Authorization: Bearer <token>\"")
+	}
+	ctx := r.Context()
+	if s.opts.RequestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	if rt.method == http.MethodPost && r.ContentLength > s.opts.MaxRequestBytes {
+		return s.tooLarge()
+	}
+	// The body is read once a worker is free, so memory is bounded by
+	// the workers, not by the clients waiting.
+	if rt.work {
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-ctx.Done():
+			return errorf(http.StatusServiceUnavailable, CodeBusy, "all %d workers stayed busy until the request timed out; retry later", cap(s.slots))
+		}
+	}
+	var body []byte
+	if rt.method == http.MethodPost {
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return s.tooLarge()
+		case err != nil:
+			return badRequest("read the body: %v", err)
+		}
+	}
+	return rt.handle(w, r, body)
+}
+
+func (s *Server) tooLarge() *apiError {
+	return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over the server's limit of %d bytes (--max-request-bytes)", s.opts.MaxRequestBytes)
+}
+
+// authorized compares the bearer token in constant time. Hashing both
+// sides first hides the token's length too.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.opts.Token == "" {
+		return true
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], s.tokenID[:]) == 1
+}
+
+// decode reads body into v, rejecting unknown fields and trailing data.
+func decode(body []byte, v any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return bodyError(body, errEmptyBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(body, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return bodyError(body, errTrailing)
+	}
+	return nil
+}
+
+// engine builds the engine of one request: the server's configuration
+// with the request's overrides.
+func (s *Server) engine(ctx context.Context, o EngineOptions) (*host.Engine, *apiError) {
+	cfg := s.opts.Config
+	if len(o.Model) > maxNameBytes || len(o.Strategy) > maxNameBytes {
+		return nil, badRequest("options: model and strategy names are at most %d bytes", maxNameBytes)
+	}
+	if o.Model != "" {
+		// The server's window belongs to the server's model.
+		cfg.Model, cfg.ContextWindow, cfg.MaxOutputTokens = o.Model, 0, 0
+	}
+	switch {
+	case o.ContextWindow < 0 || o.ContextWindow > maxContextWindow:
+		return nil, badRequest("options.context_window %d: want 1 to %d tokens", o.ContextWindow, maxContextWindow)
+	case o.ContextWindow > 0:
+		cfg.ContextWindow = o.ContextWindow
+	}
+	switch {
+	case o.KeepRecentTokens < 0:
+		return nil, badRequest("options.keep_recent_tokens %d: want a positive count", o.KeepRecentTokens)
+	case o.KeepRecentTokens > 0:
+		cfg.KeepRecentTokens = o.KeepRecentTokens
+	}
+	if t := o.Thresholds; t != nil {
+		for _, f := range []struct {
+			name string
+			v    float64
+			to   *float64
+		}{{"prune", t.Prune, &cfg.PruneThreshold}, {"compact", t.Compact, &cfg.CompactThreshold},
+			{"overhead_reserve", t.OverheadReserve, &cfg.OverheadReserve}, {"emergency", t.Emergency, &cfg.EmergencyThreshold}} {
+			if f.v < 0 || f.v > 1 {
+				return nil, badRequest("options.thresholds.%s %g: want a share between 0 and 1", f.name, f.v)
+			}
+			if f.v > 0 {
+				*f.to = f.v
+			}
+		}
+	}
+	if o.Strategy != "" {
+		if _, err := s.opts.Registry.Strategy(ctx, o.Strategy); err != nil {
+			if errors.Is(err, plugin.ErrNotFound) {
+				return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: no plugin provides it (GET /v1/plugins lists them)", o.Strategy)
+			}
+			return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: %v", o.Strategy, err)
+		}
+		cfg.Strategy = o.Strategy
+	}
+	opts := []host.Option{host.WithLogger(s.log), host.WithPlugins(s.opts.Registry)}
+	if s.opts.Model != nil {
+		opts = append(opts, host.WithModel(s.opts.Model))
+	}
+	e, err := host.New(cfg, opts...)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, CodeBadOptions, "options: %s", strings.TrimPrefix(err.Error(), "host: config: "))
+	}
+	return e, nil
+}
+
+// workError maps an engine failure to an answer.
+func workError(ctx context.Context, what string, err error) *apiError {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errorf(http.StatusGatewayTimeout, CodeTimeout, "%s did not finish within the request timeout: %v", what, err)
+	}
+	if ctx.Err() != nil {
+		// The client went away; nobody reads this.
+		return errorf(http.StatusServiceUnavailable, CodeBusy, "%s was cancelled: %v", what, err)
+	}
+	return errorf(http.StatusInternalServerError, CodeInternal, "%s failed: %v", what, err)
+}
+
+// abiVersion is the plugin ABI the server's host speaks.
+var abiVersion = fmt.Sprintf("v%d.%d", abi.Major, abi.Minor)
