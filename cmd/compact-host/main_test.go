@@ -20,11 +20,16 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs the CLI scenarios in testdata/script. Each script gets
-// the project's example sessions in $EXAMPLES and a compilation cache
+// the project's examples in $EXAMPLES, the hostile test plugins in
+// $HOSTILE, and a compilation cache
 // shared by all scripts, so the built-in wasm plugins compile once.
 func TestScripts(t *testing.T) {
 	cache := t.TempDir()
 	examples, err := filepath.Abs("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile, err := filepath.Abs("../../host/internal/wasmrt/testdata")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +38,7 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("COMPACT_HOST_CACHE_DIR", cache)
 			env.Setenv("EXAMPLES", examples)
+			env.Setenv("HOSTILE", hostile)
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
 			return nil
 		},
