@@ -614,3 +614,23 @@ func TestInvalidRequest(t *testing.T) {
 		t.Errorf("%d requests sent", n)
 	}
 }
+
+func TestUnreadableSuccessIsNotRetried(t *testing.T) {
+	for _, a := range apis {
+		t.Run(a.kind, func(t *testing.T) {
+			srv := newFakeAPI(t, reply(200, `{"id":`))
+			c := newClient(t, a.config(srv.URL))
+			_, err := c.Complete(context.Background(), summarizeRequest)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var pe *provider.Error
+			if errors.As(err, &pe) || overflow.FromError(err).Overflow {
+				t.Errorf("err = %v, want a plain decoding error", err)
+			}
+			if n := len(srv.requests()); n != 1 {
+				t.Errorf("%d requests, want 1", n)
+			}
+		})
+	}
+}
