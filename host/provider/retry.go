@@ -15,13 +15,14 @@ import (
 )
 
 // Retries are done here and the SDKs are built with zero retries. Both
-// SDKs retry on their own (anthropic-sdk-go and openai-go default to two
-// retries) but with different rules: Anthropic's also retries 408 and 409
-// and honours x-should-retry, their backoffs differ, and neither can be
-// told that a 500 carrying llama.cpp's exceed_context_size_error is an
-// overflow that will fail again. One loop gives both providers the same
-// behaviour, one place to test it, and the status and body of every
-// attempt (seen by a middleware) to decide with.
+// SDKs retry on their own (two retries by default) but not alike:
+// anthropic-sdk-go waits out any Retry-After, openai-go ignores one of a
+// minute or more and sleeps without watching the context, both retry 408
+// and 409 and obey x-should-retry, and neither can be told that a 500
+// carrying llama.cpp's exceed_context_size_error is an overflow that will
+// fail again. One loop gives both providers the same behaviour, one place
+// to test it, and the status and body of every attempt (seen by a
+// middleware) to decide with.
 
 // retry runs call until it succeeds, fails in a way that is not retried,
 // or MaxRetries retries are spent.
