@@ -153,6 +153,7 @@ Anthropic and OpenAI request JSON, and its own session logs.
 		newTruncateCmd(g),
 		newUndoCmd(g),
 		newPluginsCmd(g),
+		newServeCmd(g),
 		newVersionCmd(g),
 		&cobra.Command{
 			Use:   "config",

@@ -24,7 +24,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed" // 405: the endpoint takes another method
 	CodeTooLarge         = "too_large"          // 413: the body is over the size limit
 	CodeBusy             = "busy"               // 503: no worker came free within the request timeout
-	CodeTimeout          = "timeout"            // 504: the work did not finish within the request timeout
+	CodeTimeout          = "timeout"            // 504: the work did not finish within the request timeout; 408: nor did the body arrive
 	CodeInternal         = "internal"           // 500: a bug; the message says what
 )
 

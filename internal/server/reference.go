@@ -91,6 +91,7 @@ Errors: {"error":{"code","message","line"?,"offset"?}} with the status:
   401 unauthorized      missing or wrong "Authorization: Bearer <token>"
   404 not_found         no such endpoint
   405 method_not_allowed the endpoint takes another method (see Allow)
+  408 timeout           the body did not arrive within --request-timeout
   413 too_large         the body is over --max-request-bytes
   500 internal          a bug: the server failed, or its result did not
                         validate (then nothing is sent)

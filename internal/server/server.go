@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -141,6 +142,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -196,6 +200,9 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		ctx, cancel = context.WithTimeout(ctx, s.opts.RequestTimeout)
 		defer cancel()
 		r = r.WithContext(ctx)
+		// A body that trickles in must not hold a worker past the timeout.
+		deadline, _ := ctx.Deadline()
+		_ = http.NewResponseController(w).SetReadDeadline(deadline)
 	}
 	if rt.method == http.MethodPost && r.ContentLength > s.opts.MaxRequestBytes {
 		return s.tooLarge()
@@ -218,6 +225,8 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		switch {
 		case errors.As(err, &mbe):
 			return s.tooLarge()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return errorf(http.StatusRequestTimeout, CodeTimeout, "the body did not arrive within the request timeout")
 		case err != nil:
 			return badRequest("read the body: %v", err)
 		}
