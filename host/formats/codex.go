@@ -75,15 +75,17 @@ func (b *codexBuilder) assistantBlock(id string, blk abi.Block) {
 	m.Content = append(m.Content, blk)
 }
 
+// item adds one Responses item. id names a message the item opens when the
+// item has no ID of its own.
 func (b *codexBuilder) item(it *codexItem, id string) error {
+	if it.ID != "" && (it.Type != "message" || it.Role == "assistant") {
+		id = it.ID
+	}
 	switch it.Type {
 	case "message":
 		blocks := oaParts(it.Content, b.skipped)
 		switch it.Role {
 		case "assistant":
-			if it.ID != "" && b.assistant < 0 {
-				id = it.ID
-			}
 			for _, blk := range blocks {
 				b.assistantBlock(id, blk)
 			}

@@ -18,9 +18,19 @@ const (
 	// {"type":"message","message":{...}} and {"type":"compaction",...}.
 	Canonical = "canonical"
 	// Anthropic is a Messages API request: {"system":...,"messages":[...]}.
+	// Written, it loses message IDs, Usage, the Summary flag and the
+	// Pinned flag of non-system messages; the leading system messages
+	// become "system" (read back as one message) and a later system
+	// message becomes a user message. Thinking blocks are written without
+	// a signature.
 	Anthropic = "anthropic"
 	// OpenAI is a Chat Completions request: {"messages":[...]} with
-	// tool_calls and role "tool" messages.
+	// tool_calls and role "tool" messages; thinking travels as
+	// reasoning_content. Written, it loses message IDs, Usage, the Summary
+	// flag, the Pinned flag of non-system messages and is_error; tool
+	// results are written as "tool" messages before the rest of their user
+	// message (read back as two messages), and an assistant message's
+	// thinking, text and calls come back in that order.
 	OpenAI = "openai"
 	// ClaudeCode is a Claude Code session JSONL file.
 	ClaudeCode = "claude-code"
@@ -141,8 +151,9 @@ func ReadFile(path string) (*Session, error) {
 }
 
 // Write writes msgs in format: Canonical, Anthropic or OpenAI. It does not
-// repair: messages that satisfy Validate read back valid and, within what the
-// format can express, equal (see the writer of each format for what is lost).
+// repair: messages that satisfy Validate read back valid and equal, within
+// what the format can hold (Canonical holds everything; see Anthropic and
+// OpenAI for what they lose).
 func Write(w io.Writer, format string, msgs []abi.Message) error {
 	switch format {
 	case Canonical:
