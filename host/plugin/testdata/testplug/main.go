@@ -7,142 +7,23 @@
 //	hog       allocates until the memory limit
 //	callhost  returns the host model's completion of the content
 //	exit      exits the process (process transport: a crash mid-call)
+//	noop      answers with the request's content, untouched
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags '-X main.hostile=yes' -o testplug.wasm .
 // or:    go build -ldflags '-X main.hostile=yes' -o testplug .
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"os"
-	"strings"
-	"unicode/utf8"
-
-	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/plugin/testdata/testplug/plug"
 	"github.com/compact-host/compact-host/sdk"
 )
 
 // Set at build time with -ldflags "-X main.name=truncate -X main.hostile=yes":
 // name to test a user plugin that overrides a built-in, hostile to
-// declare the misbehaving categories. Without hostile the plugin is a
-// well-behaved one that passes the conformance kit.
+// declare the misbehaving categories.
 var (
 	name    = "testplug"
 	hostile = ""
 )
 
-func categories() []string {
-	if hostile == "" {
-		return []string{"generic"}
-	}
-	return []string{"generic", "spin", "panic", "hog", "callhost", "exit"}
-}
-
-func main() {
-	sdk.Serve(&sdk.Plugin{
-		Name:        name,
-		Version:     "0.1.0",
-		Description: "test plugin of the host's own tests",
-		Strategy:    strategy{},
-		Truncator:   truncator{},
-		Categories:  categories(),
-	})
-}
-
-type strategy struct{}
-
-func (strategy) Summarize(ctx context.Context, host sdk.Host, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error) {
-	var b strings.Builder
-	if req.Kind == abi.FoldTurnPrefix {
-		b.WriteString("Turn so far: ")
-	} else {
-		b.WriteString("Summary: ")
-	}
-	if req.PreviousSummary != "" {
-		b.WriteString(req.PreviousSummary + " ")
-	}
-	if req.ModelAvailable {
-		resp, err := host.Complete(ctx, &abi.CompleteRequest{System: "Summarize.", Messages: req.Messages, MaxTokens: req.TargetTokens})
-		if err != nil {
-			return nil, err
-		}
-		b.WriteString(resp.Text)
-		return &abi.SummarizeResponse{Summary: b.String()}, nil
-	}
-	for _, m := range req.Messages {
-		for _, blk := range m.Content {
-			if blk.Text == "" {
-				continue
-			}
-			line, _, _ := strings.Cut(blk.Text, "\n")
-			fmt.Fprintf(&b, "[%s] %s ", m.Role, cut(line, 80))
-		}
-	}
-	for _, f := range req.FileOps.Modified {
-		fmt.Fprintf(&b, "modified %s ", f)
-	}
-	return &abi.SummarizeResponse{Summary: cut(strings.TrimSpace(b.String()), max(req.TargetTokens, 16)*4), Offline: true}, nil
-}
-
-type truncator struct{}
-
-func (truncator) Truncate(ctx context.Context, host sdk.Host, req *abi.TruncateRequest) (*abi.TruncateResponse, error) {
-	switch req.Category {
-	case "spin":
-		for i := 0; ; i++ {
-			if i < 0 {
-				break
-			}
-		}
-	case "panic":
-		panic("asked to panic")
-	case "hog":
-		var keep [][]byte
-		for {
-			keep = append(keep, make([]byte, 8<<20))
-		}
-	case "exit":
-		os.Exit(3)
-	case "callhost":
-		host.Log(slog.LevelInfo, "calling the host model")
-		resp, err := host.Complete(ctx, &abi.CompleteRequest{Messages: []abi.Message{{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: string(req.Content)}}}}})
-		if err != nil {
-			return nil, err
-		}
-		return &abi.TruncateResponse{Content: []byte(resp.Text)}, nil
-	}
-	if req.MaxTokens <= 0 {
-		return nil, abi.Errorf(abi.CodeInvalidRequest, "max_tokens must be positive, got %d", req.MaxTokens)
-	}
-	n, err := host.CountTokens(ctx, string(req.Content))
-	if err != nil {
-		return nil, err
-	}
-	if n <= req.MaxTokens {
-		return &abi.TruncateResponse{Content: req.Content}, nil
-	}
-	notice := fmt.Sprintf("\n[... %d bytes omitted]", len(req.Content))
-	keep := req.MaxTokens*4 - len(notice) - 16
-	if keep < 0 {
-		keep = 0
-	}
-	head := cut(string(req.Content), keep)
-	return &abi.TruncateResponse{
-		Content:      []byte(head + notice),
-		Truncated:    true,
-		OmittedBytes: len(req.Content) - len(head),
-	}, nil
-}
-
-// cut returns at most n bytes of s without splitting a UTF-8 sequence.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func main() { sdk.Serve(plug.New(name, hostile != "")) }
