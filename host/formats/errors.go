@@ -17,7 +17,7 @@ var ErrUnknownFormat = errors.New("formats: unknown format")
 // ErrTornLine marks an incomplete last line of a JSONL file, as left by an
 // agent killed while writing. Read returns it (inside a *ParseError) together
 // with the session read up to that line.
-var ErrTornLine = errors.New("incomplete last line")
+var ErrTornLine = errors.New("formats: incomplete last line")
 
 // ParseError reports input that does not follow its format. Its message names
 // the place, e.g. `session.jsonl:17: codex: expected a JSON object, got "…"`.

@@ -30,7 +30,7 @@ func (e *ValidationError) Error() string {
 //     tool_result blocks appear only in user messages;
 //   - every tool_use has exactly one tool_result, in the user message right
 //     after the assistant message holding the call, or, for parallel calls,
-//     in the user messages that follow it before any other message;
+//     in the run of user messages that follows it;
 //   - within a user message, tool_result blocks come before other blocks;
 //   - no tool_result is orphaned or duplicated.
 //
