@@ -1,0 +1,149 @@
+package eval
+
+import (
+	"strings"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host"
+)
+
+// Recall is how many of the files a folded part touched a context still
+// names.
+type Recall struct {
+	Modified      int `json:"modified"`
+	ModifiedNamed int `json:"modified_named"`
+	Read          int `json:"read"`
+	ReadNamed     int `json:"read_named"`
+	// MissingModified and MissingRead list the files not named, at most
+	// maxMissing each.
+	MissingModified []string `json:"missing_modified,omitempty"`
+	MissingRead     []string `json:"missing_read,omitempty"`
+}
+
+const maxMissing = 20
+
+// add accumulates r into the pooled recall p.
+func (p *Recall) add(r Recall) {
+	p.Modified += r.Modified
+	p.ModifiedNamed += r.ModifiedNamed
+	p.Read += r.Read
+	p.ReadNamed += r.ReadNamed
+	for _, f := range r.MissingModified {
+		if len(p.MissingModified) < maxMissing {
+			p.MissingModified = append(p.MissingModified, f)
+		}
+	}
+	for _, f := range r.MissingRead {
+		if len(p.MissingRead) < maxMissing {
+			p.MissingRead = append(p.MissingRead, f)
+		}
+	}
+}
+
+// ModifiedShare is the share of modified files named, 1 when there were none.
+func (r Recall) ModifiedShare() float64 { return share(r.ModifiedNamed, r.Modified) }
+
+// ReadShare is the share of read files named, 1 when there were none.
+func (r Recall) ReadShare() float64 { return share(r.ReadNamed, r.Read) }
+
+func share(n, of int) float64 {
+	if of == 0 {
+		return 1
+	}
+	return float64(n) / float64(of)
+}
+
+// ArtifactRecall measures which of the files in ops the text names: a file
+// is named when its path occurs in the text as written.
+func ArtifactRecall(ops abi.FileOps, text string) Recall {
+	r := Recall{Modified: len(ops.Modified), Read: len(ops.Read)}
+	for _, f := range ops.Modified {
+		if strings.Contains(text, f) {
+			r.ModifiedNamed++
+		} else if len(r.MissingModified) < maxMissing {
+			r.MissingModified = append(r.MissingModified, f)
+		}
+	}
+	for _, f := range ops.Read {
+		if strings.Contains(text, f) {
+			r.ReadNamed++
+		} else if len(r.MissingRead) < maxMissing {
+			r.MissingRead = append(r.MissingRead, f)
+		}
+	}
+	return r
+}
+
+// ContextText is every piece of text in msgs a model would read: text and
+// thinking, tool names and arguments, tool results.
+func ContextText(msgs []abi.Message) string {
+	var b strings.Builder
+	for i := range msgs {
+		for _, bl := range msgs[i].Content {
+			if bl.Text != "" {
+				b.WriteString(bl.Text)
+				b.WriteByte('\n')
+			}
+			if bl.Name != "" {
+				b.WriteString(bl.Name)
+				b.WriteByte('\n')
+			}
+			if len(bl.Input) > 0 {
+				b.Write(bl.Input)
+				b.WriteByte('\n')
+			}
+		}
+	}
+	return b.String()
+}
+
+// LatestRequest is the text of the latest user request in msgs: a user
+// message with text that is not a summary. ok is false when there is none.
+// It is the engine's own notion of a request.
+func LatestRequest(msgs []abi.Message) (text string, ok bool) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := &msgs[i]
+		if m.Role != abi.RoleUser || m.Summary {
+			continue
+		}
+		var parts []string
+		for _, b := range m.Content {
+			if b.Type == abi.BlockText && strings.TrimSpace(b.Text) != "" {
+				parts = append(parts, b.Text)
+			}
+		}
+		if len(parts) > 0 {
+			return strings.TrimSpace(strings.Join(parts, "\n")), true
+		}
+	}
+	return "", false
+}
+
+// retentionPrefix is how much of a request, whitespace folded, must occur
+// in the context for the request to count as retained: the opening words
+// that identify it, as the engine's own check uses.
+const retentionPrefix = 200
+
+// Retained reports whether text carries request: the request's first
+// retentionPrefix bytes (cut at a rune boundary), whitespace folded, occur
+// in the whitespace-folded text.
+func Retained(request, text string) bool {
+	req := foldSpace(request)
+	if len(req) > retentionPrefix {
+		n := retentionPrefix
+		for n > 0 && !runeStart(req[n]) {
+			n--
+		}
+		req = req[:n]
+	}
+	return strings.Contains(foldSpace(text), req)
+}
+
+func runeStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func foldSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Valid checks msgs as a request the agent is about to send: no orphaned
+// tool result, no call without its result. It returns the engine's
+// validation error.
+func Valid(msgs []abi.Message) error { return host.Validate(msgs, false) }
