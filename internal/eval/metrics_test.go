@@ -75,7 +75,7 @@ func TestRetained(t *testing.T) {
 	}{
 		{req, "## Task\nPlease fix the failing test in parser_test.go and more", true},
 		{req, "Please fix the\nfailing test in   parser_test.go", true}, // folded on both sides
-		{req, "Please fix the failing test", false},                    // a short request is needed whole
+		{req, "Please fix the failing test", false},                     // a short request is needed whole
 		{req, "fix the failing test in parser_test.go", false},
 		{long, foldSpace(long)[:retentionPrefix-1], true}, // the opening words, cut before the é, suffice
 		{long, foldSpace(long)[:retentionPrefix-10], false},
