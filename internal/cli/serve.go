@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/spf13/cobra"
 )
@@ -109,6 +112,18 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 		a.note("warning: %s is reachable beyond this machine and no token is required (set --token-env)", addr)
 	}
 
+	// Only an existing directory can be watched; a server promises that
+	// a plugin dropped in later is picked up, so the directory is made.
+	if dir := pluginsDirOf(a.pluginOptions(true).PluginsDir, g.io.Getenv); dir != "" {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				a.note("warning: plugins directory %s cannot be made, so it is not watched: %v", dir, err)
+			} else {
+				a.note("made the plugins directory %s", dir)
+			}
+		}
+		a.flags.pluginsDir = dir // the registry opens the same one
+	}
 	reg, err := a.plugins(ctx, true)
 	if err != nil {
 		return err
@@ -178,6 +193,22 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 	}
 	a.note("stopped")
 	return nil
+}
+
+// pluginsDirOf resolves the plugins directory as the registry does: the
+// flag or config, $COMPACT_HOST_PLUGINS_DIR, the user config directory.
+func pluginsDirOf(dir string, getenv func(string) string) string {
+	if dir != "" {
+		return dir
+	}
+	if d := getenv(plugin.EnvPluginsDir); d != "" {
+		return d
+	}
+	base, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(base, "compact-host", "plugins")
 }
 
 // loopback reports whether addr only listens on this machine.

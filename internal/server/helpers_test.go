@@ -39,7 +39,9 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	cacheDir = filepath.Join(dir, "cache")
+	// The CLI puts its cache under <cache_dir>/wazero: the serve command's
+	// test shares this one.
+	cacheDir = filepath.Join(dir, "wazero")
 	registry, err = plugin.NewRegistry(context.Background(), plugin.Options{
 		PluginsDir: filepath.Join(dir, "plugins"), CacheDir: cacheDir, NoWatch: true,
 	})
@@ -108,6 +110,15 @@ func (r response) decode(t testing.TB, v any) {
 // sent as is) and returns the answer.
 func call(t testing.TB, ts *httptest.Server, method, path string, body any, header ...string) response {
 	t.Helper()
+	r, err := do(ts, method, path, body, header...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// do is call for goroutines other than the test's.
+func do(ts *httptest.Server, method, path string, body any, header ...string) (response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -118,15 +129,16 @@ func call(t testing.TB, ts *httptest.Server, method, path string, body any, head
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
-			t.Fatal(err)
+			return response{}, err
 		}
 		rd = bytes.NewReader(data)
 	}
+	// A hang guard, not a speed requirement.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, ts.URL+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(header); i += 2 {
@@ -134,14 +146,14 @@ func call(t testing.TB, ts *httptest.Server, method, path string, body any, head
 	}
 	resp, err := ts.Client().Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
 }
 
 // Sessions.
@@ -234,39 +246,67 @@ func encode(t testing.TB, format string, msgs []abi.Message) json.RawMessage {
 // gives a model: for canonical, the session log replayed by an engine.
 func contextOf(t testing.TB, format string, session json.RawMessage) []abi.Message {
 	t.Helper()
+	msgs, err := readContext(format, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+func readContext(format string, session json.RawMessage) ([]abi.Message, error) {
 	if format != formats.Canonical {
 		s, err := formats.Read(bytes.NewReader(session), format)
 		if err != nil {
-			t.Fatalf("read the returned %s session: %v", format, err)
+			return nil, fmt.Errorf("read the returned %s session: %w", format, err)
 		}
-		return s.Messages
+		return s.Messages, nil
 	}
-	return replay(t, session).Context()
+	s, err := loadReturnedLog(session)
+	if err != nil {
+		return nil, err
+	}
+	return s.Context(), nil
 }
 
 // replay loads a returned session log into an engine's session.
 func replay(t testing.TB, session json.RawMessage) *host.Session {
 	t.Helper()
+	s, err := loadReturnedLog(session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func loadReturnedLog(session json.RawMessage) (*host.Session, error) {
 	var log string
 	if err := json.Unmarshal(session, &log); err != nil {
-		t.Fatalf("canonical session is not a JSON string: %v", err)
+		return nil, fmt.Errorf("canonical session is not a JSON string: %w", err)
 	}
-	path := filepath.Join(t.TempDir(), "session.jsonl")
-	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
-		t.Fatal(err)
+	f, err := os.CreateTemp("", "returned-*.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(log)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
 	}
 	e, err := host.New(testConfig)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s, err := e.LoadSession(path)
+	s, err := e.LoadSession(f.Name())
 	if err != nil {
-		t.Fatalf("replay the returned log: %v", err)
+		return nil, fmt.Errorf("replay the returned log: %w", err)
 	}
 	if s.Torn() != nil {
-		t.Fatalf("the returned log has a torn line: %v", s.Torn())
+		return nil, fmt.Errorf("the returned log has a torn line: %v", s.Torn())
 	}
-	return s
+	return s, nil
 }
 
 // eventually retries f until it succeeds; the bound is a hang guard.
