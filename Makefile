@@ -52,3 +52,24 @@ WASI_CC ?= clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -W
 examples: ## build examples/c-truncator/logdedup.wasm and examples/process-strategy/bullet
 	$(WASI_CC) -o $(C_TRUNCATOR)/logdedup.wasm $(C_TRUNCATOR)/src/logdedup.c
 	$(GO) build -o examples/process-strategy/bullet ./examples/process-strategy
+
+# Benchmarks of the engine (host/), the plugin runtimes (host/plugin,
+# host/internal/...), the truncators (plugins/...), the importers
+# (host/formats) and the corpus replays (internal/eval), printed as
+# `go test -bench` prints them so that benchstat reads them:
+#   make bench > old.txt; (change); make bench > new.txt; benchstat old.txt new.txt
+# A copy of the output goes to $(BENCH_OUT), which git ignores (*.out).
+# A corpus replay takes seconds, so internal/eval runs BENCH_EVAL_TIME
+# iterations per count. benchstat wants 6 or more runs for its confidence
+# intervals: make bench BENCH_COUNT=6 (about 8 minutes on 2 cores; 3 take 4).
+BENCH_COUNT ?= 3
+BENCH_TIME ?= 1s
+BENCH_EVAL_TIME ?= 1x
+BENCH_OUT ?= bench.out
+BENCH_PKGS := ./host/ ./host/plugin/ ./host/internal/... ./host/formats/ ./plugins/...
+
+bench: ## run the Go benchmarks in benchstat's format (BENCH_COUNT=3), copied to bench.out
+	@rm -f $(BENCH_OUT)
+	@$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) $(BENCH_PKGS) 2>&1 | tee -a $(BENCH_OUT)
+	@$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_EVAL_TIME) ./internal/eval/ 2>&1 | tee -a $(BENCH_OUT)
+	@! grep -Eq '^(FAIL|--- FAIL|panic:)' $(BENCH_OUT) || { echo "bench: a benchmark failed; see $(BENCH_OUT)" >&2; exit 1; }
