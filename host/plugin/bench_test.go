@@ -30,10 +30,17 @@ func transports(b *testing.B) map[string]*Plugin {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { wasm.Close(); proc.Close() })
+	// mirror.wasm, hand-written WAT answering with the request, measures
+	// the transport alone: no Go runtime, no JSON in the plugin.
+	mirror, err := OpenWasm(context.Background(), hostileWasm(b, "mirror"), "mirror.wasm", opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { wasm.Close(); proc.Close(); mirror.Close() })
 	return map[string]*Plugin{
 		"inprocess": InProcess(plug.New("testplug", true), opts),
 		"wasm":      wasm,
+		"wasm-wat":  mirror,
 		"process":   proc,
 	}
 }
@@ -41,7 +48,7 @@ func transports(b *testing.B) map[string]*Plugin {
 func benchTruncate(b *testing.B, content []byte) {
 	ps := transports(b)
 	req := &abi.TruncateRequest{Category: "noop", Content: content, MaxTokens: len(content)}
-	for _, name := range []string{"inprocess", "wasm", "process"} {
+	for _, name := range []string{"inprocess", "wasm", "wasm-wat", "process"} {
 		p := ps[name]
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(content)))
