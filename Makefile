@@ -23,6 +23,7 @@ check: plugins ## vet, race tests, tidy modules, and embedded plugins matching t
 
 # Built-in plugins: each plugins/<name>/cmd/<name> becomes an embedded wasm
 # module. The outputs are committed (see RATIONALE.md).
+.PHONY: hostile
 BUILTIN_DIR := host/internal/builtin/wasm
 WASM_BUILD := GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w'
 

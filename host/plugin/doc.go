@@ -1,0 +1,36 @@
+// Package plugin loads and calls compact-host plugins: summarization
+// strategies and tool-output truncators that run as wasm modules (wazero),
+// as separate processes (hashicorp/go-plugin), or linked in-process, behind
+// one ABI (package abi, specified in abi/README.md).
+//
+// The engine finds plugins through a Registry and calls them with the
+// Services of the engine that calls:
+//
+//	reg, err := plugin.NewRegistry(ctx, plugin.Options{Logger: logger})
+//	...
+//	defer reg.Close()
+//	strategy, err := reg.Strategy(ctx, "structured")
+//	resp, err := strategy.Summarize(ctx, services, &abi.SummarizeRequest{...})
+//	switch {
+//	case errors.Is(err, plugin.ErrDeadlineExceeded), errors.Is(err, plugin.ErrTrap): // fall back
+//	}
+//	trunc, err := reg.Truncator(ctx, "head-tail")
+//	out, err := trunc.Truncate(ctx, services, &abi.TruncateRequest{...})
+//
+// A Registry holds the built-in plugins embedded in the binary (loaded on
+// first use) and the plugins of a directory (Options.PluginsDir, else
+// $COMPACT_HOST_PLUGINS_DIR, else os.UserConfigDir()/compact-host/plugins):
+// "*.wasm" files and "*.plugin.json" process manifests. The directory is
+// watched: a dropped-in or replaced file is loaded without a restart, a
+// removed one is closed. A user plugin with a built-in's name takes its
+// place. A plugin that fails to load is reported by List and in the log,
+// and skipped.
+//
+// Every failure is an *Error whose Kind (ErrTrap, ErrMemoryLimit, ...)
+// says what happened, naming the plugin and its path. A failed call never
+// modifies the request; the engine falls back and the session is
+// untouched. A *Plugin is safe for concurrent use.
+//
+// Package host/plugintest checks a plugin against the contract
+// (`compact-host plugins verify PATH`).
+package plugin
