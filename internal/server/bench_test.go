@@ -63,8 +63,16 @@ func BenchmarkCheck(b *testing.B) {
 		body, _ := json.Marshal(CheckRequest{Session: realistic(b), Request: GateRequest{ToolSchemaTokens: 5000}})
 		benchPost(b, sonnet, "/v1/check", body)
 	})
-	b.Run("apply-70k-over-budget", func(b *testing.B) {
-		body, _ := json.Marshal(CheckRequest{Session: realistic(b), Apply: true, Options: EngineOptions{ContextWindow: 64000}})
+	// A 150,000 window less the 64,000 reply reserve: 73,000 tokens are
+	// 85% of the budget, over the compaction point, under the emergency.
+	b.Run("apply-70k-compacts", func(b *testing.B) {
+		body, _ := json.Marshal(CheckRequest{Session: realistic(b), Apply: true, Options: EngineOptions{ContextWindow: 150000}})
+		var got CheckResponse
+		_, ts := start(b, sonnet)
+		call(b, ts, "POST", "/v1/check", body).decode(b, &got)
+		if got.Decision.Action != "compacted" {
+			b.Fatalf("the gate did %q", got.Decision.Action)
+		}
 		benchPost(b, sonnet, "/v1/check", body)
 	})
 }

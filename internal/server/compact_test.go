@@ -223,6 +223,7 @@ func TestCompactOptionsOverrideTheEngine(t *testing.T) {
 		{"focus too long", `{"focus":"` + strings.Repeat("x", maxFocusBytes+1) + `"}`, 400, CodeBadRequest},
 		{"unknown option", `{"temperature":0.5}`, 400, CodeUnknownField},
 		{"wrong type", `{"context_window":"big"}`, 400, CodeBadRequest},
+		{"wrong type in thresholds", `{"thresholds":{"prune":"high"}}`, 400, CodeBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := `{"session":` + string(session) + `,"options":` + tc.opts + `}`

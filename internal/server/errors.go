@@ -82,7 +82,8 @@ func bodyError(body []byte, err error) *apiError {
 	case errors.Is(err, errTrailing):
 		return errorf(http.StatusBadRequest, CodeBadJSON, "the body must be one JSON object; more follows it")
 	case errors.As(err, &te):
-		field := te.Field
+		// Embedded Go structs show in the path; they are not JSON keys.
+		field := strings.ReplaceAll(te.Field, "EngineOptions.", "")
 		if field == "" {
 			return errorf(http.StatusBadRequest, CodeBadJSON, "the body must be a JSON object, not %s", te.Value)
 		}

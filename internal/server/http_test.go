@@ -136,7 +136,9 @@ func TestMalformedBodies(t *testing.T) {
 		{"unknown option", "/v1/compact", `{"session":[],"options":{"dryrun":true}}`, CodeUnknownField, `"dryrun"`},
 		{"unknown truncate field", "/v1/truncate", `{"content":"x","max":3}`, CodeUnknownField, `"max"`},
 		{"unknown format", "/v1/compact", `{"session":[],"format":"xml"}`, CodeUnknownFormat, "xml"},
-		{"array with another format", "/v1/compact", `{"session":[],"format":"openai"}`, CodeBadRequest, "array"},
+		{"array with another format", "/v1/compact", `{"session":[{}],"format":"openai"}`, CodeBadRequest, "array"},
+		{"empty array", "/v1/compact", `{"session":[]}`, CodeBadRequest, "no messages"},
+		{"field of the wrong type", "/v1/compact", `{"session":[],"options":{"context_window":"x"}}`, CodeBadRequest, "options.context_window: expected a number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := call(t, ts, "POST", tc.path, tc.body)

@@ -66,6 +66,9 @@ func sessionBytes(raw json.RawMessage, format string) ([]byte, *apiError) {
 		if err := json.Unmarshal(raw, &msgs); err != nil {
 			return nil, badRequest("session: %v", err)
 		}
+		if len(msgs) == 0 {
+			return nil, badRequest("session: the array holds no messages")
+		}
 		var b bytes.Buffer
 		for _, m := range msgs {
 			if err := json.Compact(&b, m); err != nil {
