@@ -14,6 +14,11 @@ type Recall struct {
 	ModifiedNamed int `json:"modified_named"`
 	Read          int `json:"read"`
 	ReadNamed     int `json:"read_named"`
+	// ModifiedByName and ReadByName count the files named by their path
+	// or, more leniently, by their file name alone (a summary that writes
+	// paths relative to the project).
+	ModifiedByName int `json:"modified_by_name"`
+	ReadByName     int `json:"read_by_name"`
 	// MissingModified and MissingRead list the files not named, at most
 	// maxMissing each.
 	MissingModified []string `json:"missing_modified,omitempty"`
@@ -28,6 +33,8 @@ func (p *Recall) add(r Recall) {
 	p.ModifiedNamed += r.ModifiedNamed
 	p.Read += r.Read
 	p.ReadNamed += r.ReadNamed
+	p.ModifiedByName += r.ModifiedByName
+	p.ReadByName += r.ReadByName
 	for _, f := range r.MissingModified {
 		if len(p.MissingModified) < maxMissing {
 			p.MissingModified = append(p.MissingModified, f)
@@ -54,24 +61,48 @@ func share(n, of int) float64 {
 }
 
 // ArtifactRecall measures which of the files in ops the text names: a file
-// is named when its path occurs in the text as written.
+// is named when its path occurs in the text as written. The ByName counts
+// also accept the file name alone.
 func ArtifactRecall(ops abi.FileOps, text string) Recall {
 	r := Recall{Modified: len(ops.Modified), Read: len(ops.Read)}
 	for _, f := range ops.Modified {
-		if strings.Contains(text, f) {
+		switch {
+		case strings.Contains(text, f):
 			r.ModifiedNamed++
-		} else if len(r.MissingModified) < maxMissing {
-			r.MissingModified = append(r.MissingModified, f)
+			r.ModifiedByName++
+		case strings.Contains(text, baseName(f)):
+			r.ModifiedByName++
+			fallthrough
+		default:
+			if len(r.MissingModified) < maxMissing {
+				r.MissingModified = append(r.MissingModified, f)
+			}
 		}
 	}
 	for _, f := range ops.Read {
-		if strings.Contains(text, f) {
+		switch {
+		case strings.Contains(text, f):
 			r.ReadNamed++
-		} else if len(r.MissingRead) < maxMissing {
-			r.MissingRead = append(r.MissingRead, f)
+			r.ReadByName++
+		case strings.Contains(text, baseName(f)):
+			r.ReadByName++
+			fallthrough
+		default:
+			if len(r.MissingRead) < maxMissing {
+				r.MissingRead = append(r.MissingRead, f)
+			}
 		}
 	}
 	return r
+}
+
+// baseName is the last element of a slash- or backslash-separated path.
+func baseName(path string) string {
+	path = strings.TrimRight(path, `/\`)
+	if i := strings.LastIndexAny(path, `/\`); i >= 0 {
+		return path[i+1:]
+	}
+	return path
 }
 
 // ContextText is every piece of text in msgs a model would read: text and

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -14,7 +15,7 @@ func TestArtifactRecall(t *testing.T) {
 	ops := abi.FileOps{Read: []string{"/src/a.go", "/src/b.go", "/src/c.go"}, Modified: []string{"/src/m.go", "/src/n.go"}}
 	text := "We read /src/a.go and /src/c.go.\nThen edited /src/m.go."
 	r := ArtifactRecall(ops, text)
-	equal(t, r, Recall{Modified: 2, ModifiedNamed: 1, Read: 3, ReadNamed: 2,
+	equal(t, r, Recall{Modified: 2, ModifiedNamed: 1, ModifiedByName: 1, Read: 3, ReadNamed: 2, ReadByName: 2,
 		MissingModified: []string{"/src/n.go"}, MissingRead: []string{"/src/b.go"}})
 	near(t, r.ModifiedShare(), 0.5)
 	near(t, r.ReadShare(), 2.0/3)
@@ -23,15 +24,20 @@ func TestArtifactRecall(t *testing.T) {
 	r = ArtifactRecall(abi.FileOps{Modified: []string{"/src/parser_test.go"}}, "edited /src/parser.go")
 	equal(t, r.ModifiedNamed, 0)
 
+	// By name, a file named relative to the project counts; by path not.
+	r = ArtifactRecall(abi.FileOps{Modified: []string{"/home/u/app/pkg/a.go"}, Read: []string{"/home/u/app/b.go", `C:\app\c.go`}},
+		"Changed pkg/a.go after reading c.go.")
+	equal(t, []int{r.ModifiedNamed, r.ModifiedByName, r.ReadNamed, r.ReadByName}, []int{0, 1, 0, 1})
+
 	// Nothing to recall counts as full recall.
 	near(t, ArtifactRecall(abi.FileOps{}, "").ModifiedShare(), 1)
 }
 
 func TestRecallPools(t *testing.T) {
 	var p Recall
-	p.add(Recall{Modified: 2, ModifiedNamed: 2, Read: 4, ReadNamed: 3, MissingRead: []string{"x"}})
+	p.add(Recall{Modified: 2, ModifiedNamed: 2, ModifiedByName: 2, Read: 4, ReadNamed: 3, ReadByName: 4, MissingRead: []string{"x"}})
 	p.add(Recall{Modified: 1, ModifiedNamed: 0, Read: 0, MissingModified: []string{"y"}})
-	equal(t, p, Recall{Modified: 3, ModifiedNamed: 2, Read: 4, ReadNamed: 3, MissingModified: []string{"y"}, MissingRead: []string{"x"}})
+	equal(t, p, Recall{Modified: 3, ModifiedNamed: 2, ModifiedByName: 2, Read: 4, ReadNamed: 3, ReadByName: 4, MissingModified: []string{"y"}, MissingRead: []string{"x"}})
 }
 
 func TestContextTextCoversEveryBlock(t *testing.T) {
@@ -88,7 +94,7 @@ func TestRetained(t *testing.T) {
 
 func TestValidCatchesOrphans(t *testing.T) {
 	call := assistantCall("t1", "Bash", `{"command":"ls"}`)
-	if err := Valid([]abi.Message{userText("go"), call, toolResults(result("t1", "a.go"))}); err != nil {
+	if err := Valid(withIDs(userText("go"), call, toolResults(result("t1", "a.go")))); err != nil {
 		t.Fatalf("a call and its result: %v", err)
 	}
 	for name, c := range map[string]struct {
@@ -103,7 +109,7 @@ func TestValidCatchesOrphans(t *testing.T) {
 		"cut between call and result": {[]abi.Message{{Role: abi.RoleUser, Summary: true, Content: []abi.Block{{Type: abi.BlockText, Text: "summary"}}},
 			toolResults(result("t1", "a.go"))}, "has no tool_use"},
 	} {
-		err := Valid(c.msgs)
+		err := Valid(withIDs(c.msgs...))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Valid = %v, want an error saying %q", name, err, c.want)
 		}
@@ -142,6 +148,14 @@ func TestUsageTranslation(t *testing.T) {
 }
 
 // Helpers building canonical messages.
+
+// withIDs numbers the messages, as sessions do.
+func withIDs(msgs ...abi.Message) []abi.Message {
+	for i := range msgs {
+		msgs[i].ID = fmt.Sprintf("m%d", i)
+	}
+	return msgs
+}
 
 func userText(text string) abi.Message {
 	return abi.Message{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: text}}}

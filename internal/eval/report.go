@@ -64,21 +64,30 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 
 	if len(r.AgentComparisons) > 0 {
-		fmt.Fprintf(ew, "\nAgents' own compactions against ours on the same folded span (recall on the summary text alone; tokens chars/4).\n")
+		fmt.Fprintf(ew, "\nAgents' own compactions against ours on the same folded span: files named by path (by path or file name) in the summary text alone; tokens chars/4.\n")
 		fmt.Fprintf(ew, "\"strategy only\" is the strategy's summary before the host adds the files and request it missed.\n\n")
 		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "session\tcompaction\tfolded\tby\ttokens\tmodified recall\tread recall\trequest kept\tstrategy only: modified/read\t")
+		fmt.Fprintln(tw, "session\tcompaction\tfolded\tby\ttokens\tmodified\tread\trequest kept\tstrategy only: modified\tread\t")
+		byName := func(named, byName, of int) string {
+			if of == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%d/%d (%d)", named, of, byName)
+		}
 		for _, c := range r.AgentComparisons {
-			fmt.Fprintf(tw, "%s\t%s\t%d\tagent (%s)\t%s\t%s\t%s\t%s\t\t\n", short(c.Session), shortID(c.CompactionID), c.FirstKept, c.AgentText,
-				kilo(c.AgentTokens), pctOf(c.Agent.ModifiedNamed, c.Agent.Modified), pctOf(c.Agent.ReadNamed, c.Agent.Read), yesNo(c.RequestFolded, c.AgentRetained))
+			fmt.Fprintf(tw, "%s\t%s\t%d\tagent (%s)\t%s\t%s\t%s\t%s\t\t\t\n", short(c.Session), shortID(c.CompactionID), c.FirstKept, c.AgentText,
+				kilo(c.AgentTokens), byName(c.Agent.ModifiedNamed, c.Agent.ModifiedByName, c.Agent.Modified),
+				byName(c.Agent.ReadNamed, c.Agent.ReadByName, c.Agent.Read), yesNo(c.RequestFolded, c.AgentRetained))
 			for _, o := range c.Ours {
 				if o.Err != "" && o.Folded == 0 {
-					fmt.Fprintf(tw, "\t\t\t%s\terror: %s\t\t\t\t\t\n", o.Strategy, o.Err)
+					fmt.Fprintf(tw, "\t\t\t%s\terror: %s\t\t\t\t\t\t\n", o.Strategy, o.Err)
 					continue
 				}
-				fmt.Fprintf(tw, "\t\t%d\t%s\t%s\t%s\t%s\t%s\t%s/%s\t\n", o.Folded, o.Strategy, kilo(o.Tokens),
-					pctOf(o.Recall.ModifiedNamed, o.Recall.Modified), pctOf(o.Recall.ReadNamed, o.Recall.Read), yesNo(c.RequestFolded, o.Retained),
-					pctOf(o.StrategyRecall.ModifiedNamed, o.StrategyRecall.Modified), pctOf(o.StrategyRecall.ReadNamed, o.StrategyRecall.Read))
+				fmt.Fprintf(tw, "\t\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", o.Folded, o.Strategy, kilo(o.Tokens),
+					byName(o.Recall.ModifiedNamed, o.Recall.ModifiedByName, o.Recall.Modified), byName(o.Recall.ReadNamed, o.Recall.ReadByName, o.Recall.Read),
+					yesNo(c.RequestFolded, o.Retained),
+					byName(o.StrategyRecall.ModifiedNamed, o.StrategyRecall.ModifiedByName, o.StrategyRecall.Modified),
+					byName(o.StrategyRecall.ReadNamed, o.StrategyRecall.ReadByName, o.StrategyRecall.Read))
 			}
 		}
 		tw.Flush()
