@@ -102,7 +102,7 @@ func (r *Report) writeChart(w io.Writer, s *SessionInfo) error {
 		p(`<text x="%d" y="%.1f" text-anchor="end" fill="#333">%s</text>`+"\n", marginLeft-6, yy+4, esc(kilo(int(v))))
 	}
 	xStep := max(niceStep(float64(calls)/8), 1)
-	for c := 0.0; c <= float64(calls)+xStep/2; c += xStep {
+	for c := 0.0; c <= float64(calls); c += xStep {
 		xx := x(int(c))
 		p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999"/>`+"\n", xx, marginTop+plotH, xx, marginTop+plotH+4)
 		p(`<text x="%.1f" y="%.1f" text-anchor="middle" fill="#333">%d</text>`+"\n", xx, marginTop+plotH+18, int(c))
