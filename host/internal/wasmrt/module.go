@@ -81,6 +81,9 @@ func (e *Engine) load(ctx context.Context, path string, bin []byte) (*module, er
 		return fail(pluginapi.ErrInvalidPlugin, "compile: %w", err)
 	}
 	m.compiled = compiled
+	if err := checkTables(bin); err != nil {
+		return fail(pluginapi.ErrInvalidPlugin, "%w", err)
+	}
 	if err := m.checkABI(); err != nil {
 		return nil, &pluginapi.Error{Kind: errorKind(err), Path: path, Op: "load", Err: err}
 	}

@@ -181,6 +181,7 @@ func TestHostilePlugins(t *testing.T) {
 		{name: "oob", export: abi.ExportTruncate, callErr: pluginapi.ErrMalformedOutput, text: "outside"},
 		{name: "v2", loadErr: pluginapi.ErrVersionMismatch, text: "plugin wants ABI v2, host speaks v1"},
 		{name: "liar", loadErr: pluginapi.ErrVersionMismatch, text: "plugin wants ABI v2, host speaks v1"},
+		{name: "bigtable", loadErr: pluginapi.ErrInvalidPlugin, text: "over the limit"},
 	} {
 		t.Run(tc.name+"/"+tc.export, func(t *testing.T) {
 			e := newEngine(t, Config{MemoryLimitPages: 64})
