@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
@@ -104,8 +105,11 @@ type SessionInfo struct {
 	// Calls are the model calls the agent made: the gate points.
 	Calls        int `json:"calls"`
 	UsageReports int `json:"usage_reports"`
-	// Tokens is the chars/4 estimate of all messages, uncompacted.
+	// Tokens is the chars/4 estimate of all messages, uncompacted;
+	// PinnedTokens of the pinned ones (system prompts the reader marks
+	// pinned), which no compaction folds.
 	Tokens           int `json:"tokens"`
+	PinnedTokens     int `json:"pinned_tokens"`
 	AgentCompactions int `json:"agent_compactions"`
 	// Baseline is the chars/4 estimate of the uncompacted context at each
 	// call; Recorded the prompt tokens the file records for the call, 0
@@ -176,8 +180,11 @@ type CompactionResult struct {
 	TokensAfter    int    `json:"tokens_after"`
 	MessagesFolded int    `json:"messages_folded"`
 	// Cut is the index of the first message kept.
-	Cut    int    `json:"cut"`
-	Recall Recall `json:"recall"`
+	Cut int `json:"cut"`
+	// SummaryTokens is the chars/4 size of the summary spliced in, the
+	// host's additions included.
+	SummaryTokens int    `json:"summary_tokens"`
+	Recall        Recall `json:"recall"`
 	// RequestFolded says the folded part held a user request;
 	// RequestRetained that the context still carries it. LatestRetained
 	// says the context carries the latest request of the session so far,
@@ -353,6 +360,16 @@ func loadSession(path string) (*formats.Session, SessionInfo, error) {
 		}
 	}
 	info.Calls = len(gatePoints(s.Messages))
+	for i := range s.Messages {
+		n := 0
+		for _, b := range s.Messages[i].Content {
+			n += utf8.RuneCountInString(b.Text) + len(b.Input)
+		}
+		info.Tokens += (n + 3) / 4
+		if s.Messages[i].Pinned {
+			info.PinnedTokens += (n + 3) / 4
+		}
+	}
 	return s, info, nil
 }
 

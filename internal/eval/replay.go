@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
@@ -171,6 +172,7 @@ func (r *RunResult) addCompaction(e *host.CompactionEvent, call, at int, sess *h
 	for _, comp := range sess.Compactions() {
 		if comp.ID == e.CompactionID {
 			c.Cut = index[comp.FoldedThrough] + 1
+			c.SummaryTokens = (utf8.RuneCountInString(comp.Summary) + 3) / 4
 		}
 	}
 	c.Recall = ArtifactRecall(folded.before(c.Cut), text)

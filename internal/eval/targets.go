@@ -134,6 +134,18 @@ func notes(rep *Report) []string {
 			break
 		}
 	}
+	if len(rep.Windows) > 0 {
+		smallest := slices.Min(rep.Windows)
+		var heavy []string
+		for _, s := range rep.Sessions {
+			if s.Err == "" && s.PinnedTokens > smallest/4 {
+				heavy = append(heavy, fmt.Sprintf("%s %s", short(s.Name), kilo(s.PinnedTokens)))
+			}
+		}
+		if len(heavy) > 0 {
+			out = append(out, fmt.Sprintf("Pinned messages (system prompts the readers mark pinned) are never folded; where they take much of the %s window, each compaction can fold little: %s tokens pinned.", kilo(smallest), strings.Join(heavy, ", ")))
+		}
+	}
 	if !rep.Offline {
 		out = append(out, "Engine time excludes the time strategies waited for the model.")
 	} else {
