@@ -24,13 +24,10 @@ func runMain()
 var (
 	served  *Plugin
 	mainRan bool
-	// live keeps every buffer the host allocated reachable, keyed by its
-	// address, until the host frees it: Go's collector does not move
-	// objects, so the address stays valid while the slice is referenced.
+	// live keeps every buffer handed to the host reachable, keyed by its
+	// address, until it is freed: Go's collector does not move objects,
+	// so the address stays valid while the slice is referenced.
 	live = map[uint32][]byte{}
-	// answer is the last answer; the ABI keeps it valid until the next
-	// call into the module, which replaces it.
-	answer []byte
 )
 
 // Serve publishes p. Under wasip1 it records p for the exports of this
@@ -71,11 +68,10 @@ func summarize(ptr, size uint32) uint64 { return call(abi.ExportSummarize, ptr, 
 //go:wasmexport compact_v1_truncate
 func truncate(ptr, size uint32) uint64 { return call(abi.ExportTruncate, ptr, size) }
 
-// call handles one export. The request buffer stays the host's (it may
-// reuse it for the next request), so nothing of it may outlive the call;
-// the answer stays valid until the next call.
+// call handles one export. The request buffer becomes the plugin's at the
+// call and is freed here, once the answer no longer aliases it; the answer
+// stays live until the host frees it.
 func call(export string, ptr, size uint32) uint64 {
-	answer = nil
 	var out []byte
 	p := plugin()
 	switch {
@@ -94,8 +90,12 @@ func call(export string, ptr, size uint32) uint64 {
 		ctx := newCallContext(hostDeadline())
 		out = p.Handle(ctx, wasmHost, export, frame)
 	}
-	answer = out
-	return uint64(addr(out))<<32 | uint64(len(out))
+	if export != abi.ExportInfo {
+		delete(live, ptr)
+	}
+	outPtr := addr(out)
+	live[outPtr] = out
+	return uint64(outPtr)<<32 | uint64(len(out))
 }
 
 func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }

@@ -211,14 +211,7 @@ type instance struct {
 	memory     *limitedMemory
 	stderrTail *tailWriter
 	stack      [2]uint64
-	// request is the buffer the instance allocated for requests, reused
-	// while requests fit in it.
-	requestPtr, requestCap uint32
 }
-
-// minRequestBuffer is the smallest request buffer asked for, so small
-// requests of different sizes do not each allocate.
-const minRequestBuffer = 64 << 10
 
 func (m *module) newInstance(ctx context.Context) (*instance, error) {
 	inst := &instance{stderrTail: &tailWriter{}}
@@ -331,7 +324,7 @@ func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string
 	if err != nil {
 		var pe *pluginapi.Error
 		if errors.As(err, &pe) && pe.Kind == pluginapi.ErrOutputTooLarge {
-			m.put(inst) // the answer was refused unread: the instance is sound
+			m.put(inst) // the answer was refused and freed: the instance is sound
 		} else {
 			m.discard(inst)
 		}
@@ -345,22 +338,26 @@ func (m *module) call(ctx context.Context, inst *instance, fn api.Function, expo
 	op := opName(export)
 	stack := inst.stack[:]
 	if export != abi.ExportInfo {
-		if err := m.ensureRequestBuffer(ctx, inst, op, len(frame)); err != nil {
-			return nil, err
+		stack[0] = uint64(len(frame))
+		if err := inst.alloc.CallWithStack(ctx, stack); err != nil {
+			return nil, m.callError(ctx, inst, op, err)
 		}
-		if !inst.mod.Memory().Write(inst.requestPtr, frame) {
+		ptr := uint32(stack[0])
+		if !inst.mod.Memory().Write(ptr, frame) {
 			return nil, &pluginapi.Error{Kind: pluginapi.ErrMalformedOutput, Op: op,
-				Err: fmt.Errorf("%s(%d) returned %#x, outside the plugin's memory", abi.ExportAlloc, inst.requestCap, inst.requestPtr)}
+				Err: fmt.Errorf("%s(%d) returned %#x, outside the plugin's memory", abi.ExportAlloc, len(frame), ptr)}
 		}
-		stack[0], stack[1] = uint64(inst.requestPtr), uint64(len(frame))
+		// The request buffer is the plugin's from here on: it frees it.
+		stack[0], stack[1] = uint64(ptr), uint64(len(frame))
 	}
 	if err := fn.CallWithStack(ctx, stack); err != nil {
 		return nil, m.callError(ctx, inst, op, err)
 	}
-	// The answer stays valid until the next call into the instance, so
-	// one call per operation suffices: no free of the answer.
 	outPtr, outLen := uint32(stack[0]>>32), uint32(stack[0])
 	if uint64(outLen) > uint64(m.cfg.MaxOutputBytes) {
+		if err := m.freeAnswer(ctx, inst, op, outPtr); err != nil {
+			return nil, err
+		}
 		return nil, &pluginapi.Error{Kind: pluginapi.ErrOutputTooLarge, Op: op,
 			Err: fmt.Errorf("answer of %d bytes is over the %d byte limit", outLen, m.cfg.MaxOutputBytes)}
 	}
@@ -369,29 +366,20 @@ func (m *module) call(ctx context.Context, inst *instance, fn api.Function, expo
 		return nil, &pluginapi.Error{Kind: pluginapi.ErrMalformedOutput, Op: op,
 			Err: fmt.Errorf("answer at %#x (%d bytes) is outside the plugin's memory", outPtr, outLen)}
 	}
-	return bytes.Clone(view), nil
+	out := bytes.Clone(view)
+	if err := m.freeAnswer(ctx, inst, op, outPtr); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// ensureRequestBuffer makes the instance's request buffer hold size bytes,
-// freeing the old buffer and allocating a larger one when it does not.
-func (m *module) ensureRequestBuffer(ctx context.Context, inst *instance, op string, size int) error {
-	if inst.requestCap != 0 && uint64(size) <= uint64(inst.requestCap) {
-		return nil
-	}
+// freeAnswer gives the answer buffer back to the plugin.
+func (m *module) freeAnswer(ctx context.Context, inst *instance, op string, ptr uint32) error {
 	stack := inst.stack[:]
-	if inst.requestCap != 0 {
-		stack[0] = uint64(inst.requestPtr)
-		if err := inst.free.CallWithStack(ctx, stack); err != nil {
-			return m.callError(ctx, inst, op, err)
-		}
-		inst.requestPtr, inst.requestCap = 0, 0
-	}
-	capacity := uint32(max(size, minRequestBuffer))
-	stack[0] = uint64(capacity)
-	if err := inst.alloc.CallWithStack(ctx, stack); err != nil {
+	stack[0] = uint64(ptr)
+	if err := inst.free.CallWithStack(ctx, stack); err != nil {
 		return m.callError(ctx, inst, op, err)
 	}
-	inst.requestPtr, inst.requestCap = uint32(stack[0]), capacity
 	return nil
 }
 
