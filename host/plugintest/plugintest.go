@@ -73,7 +73,11 @@ func (r Report) Failed() []Check {
 // detail" or "SKIP name: reason", then a summary line.
 func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "plugin %s %s (ABI v%d.%d, kinds %s)\n", r.Info.Name, r.Info.Version, r.Info.ABIMajor, r.Info.ABIMinor, strings.Join(r.Info.Kinds, ", "))
+	name := r.Info.Name
+	if r.Info.Version != "" {
+		name += " " + r.Info.Version
+	}
+	fmt.Fprintf(&b, "plugin %s (ABI v%d.%d, kinds %s)\n", name, r.Info.ABIMajor, r.Info.ABIMinor, strings.Join(r.Info.Kinds, ", "))
 	passed, failed, skipped := 0, 0, 0
 	for _, c := range r.Checks {
 		switch {
