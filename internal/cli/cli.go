@@ -155,6 +155,7 @@ Anthropic and OpenAI request JSON, and its own session logs.
 		newPluginsCmd(g),
 		newServeCmd(g),
 		newVersionCmd(g),
+		newEvalCmd(g),
 		&cobra.Command{
 			Use:   "config",
 			Short: "The config file reference",

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/compact-host/compact-host/internal/atomicfile"
+	"github.com/compact-host/compact-host/internal/eval"
+	"github.com/spf13/cobra"
+)
+
+type evalOptions struct {
+	engine          engineFlags
+	sessions        []string
+	windows         []string
+	strategies      []string
+	jsonPath        string
+	charts          string
+	inProcess       bool
+	truncateOutputs bool
+	json            bool
+}
+
+func newEvalCmd(g *globals) *cobra.Command {
+	o := &evalOptions{}
+	cmd := &cobra.Command{
+		Use:   "eval [flags] [SESSION...]",
+		Short: "Replay sessions through the engine and measure compaction quality and speed",
+		Long: `Replay each session as an agent would — append its messages in order, feed
+the usage it records, run the gate before each assistant turn and after each
+batch of tool results — at each context window, with each strategy, and
+report: compactions, tokens before and after, compression, artifact recall
+(the files read and modified in the folded part that the context still
+names), task retention (the latest folded user request still present),
+validity (no orphaned tool call or result), engine time per compaction
+without the model, peak memory, the agents' own summaries where the session
+holds one, and the accuracy of the token estimates against recorded usage.
+
+With no SESSION, every file of ../shared/corpus is used when it is present.`,
+		Example: `  compact-host eval
+  compact-host eval --window 32k --strategy structured --charts charts/ session.jsonl
+  compact-host eval --json > eval.json`,
+		RunE: func(cmd *cobra.Command, args []string) error { return runEval(cmd.Context(), g, o, args) },
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&o.windows, "window", nil, "context window to replay at, e.g. 32000 or 32k (repeatable; default 200k, 128k, 32k)")
+	fl.StringSliceVar(&o.strategies, "strategy", nil, "strategy to evaluate (repeatable; default structured, narrative, truncate)")
+	fl.StringVar(&o.jsonPath, "json-file", "", "also write the report as JSON to this file")
+	fl.BoolVar(&o.json, "json", false, "print the report as JSON instead of the table")
+	fl.StringVar(&o.charts, "charts", "", "write an SVG chart per session (context tokens over turns, compactions marked) into this directory")
+	fl.BoolVar(&o.inProcess, "in-process", false, "run the built-in strategies linked in rather than as wasm")
+	fl.BoolVar(&o.truncateOutputs, "truncate-outputs", false, "cap tool results with the truncators before appending them")
+	fl.StringVar(&o.engine.pluginsDir, "plugins-dir", "", "directory of plugins, for strategies beyond the built-ins")
+	return cmd
+}
+
+func parseWindow(s string) (int, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := 1
+	if strings.HasSuffix(t, "k") {
+		t, mult = strings.TrimSuffix(t, "k"), 1000
+	}
+	n, err := strconv.Atoi(t)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("--window %q: want a token count like 32000 or 32k", s)
+	}
+	return n * mult, nil
+}
+
+func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) error {
+	opts := eval.Options{Sessions: args, Strategies: o.strategies, InProcess: o.inProcess, TruncateToolOutputs: o.truncateOutputs}
+	for _, w := range o.windows {
+		n, err := parseWindow(w)
+		if err != nil {
+			return usageError{err}
+		}
+		opts.Windows = append(opts.Windows, n)
+	}
+	a, err := newApp(g, o.engine)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	reg, err := a.plugins(ctx, false)
+	if err != nil {
+		return err
+	}
+	opts.Registry = reg
+	if g.io.ErrIsTerminal {
+		opts.Progress = g.io.Err
+	}
+	if len(args) == 0 {
+		if _, err := eval.CorpusDir(); err != nil {
+			return withCode(ExitInput, fmt.Errorf("no SESSION given and %v", err))
+		}
+	}
+	rep, err := eval.Run(ctx, opts)
+	if err != nil {
+		return withCode(ExitInput, err)
+	}
+	if o.json {
+		if err := rep.WriteJSON(g.io.Out); err != nil {
+			return err
+		}
+	} else if err := rep.WriteTable(g.io.Out); err != nil {
+		return err
+	}
+	if o.jsonPath != "" {
+		if err := atomicfile.Write(o.jsonPath, 0o644, func(w io.Writer) error { return rep.WriteJSON(w) }); err != nil {
+			return err
+		}
+	}
+	if o.charts != "" {
+		files, err := rep.WriteCharts(o.charts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.io.Err, "wrote %d charts to %s\n", len(files), o.charts)
+	}
+	return nil
+}
