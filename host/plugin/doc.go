@@ -21,7 +21,8 @@
 // first use) and the plugins of a directory (Options.PluginsDir, else
 // $COMPACT_HOST_PLUGINS_DIR, else os.UserConfigDir()/compact-host/plugins):
 // "*.wasm" files and "*.plugin.json" process manifests. The directory is
-// watched: a dropped-in or replaced file is loaded without a restart, a
+// watched: a dropped-in or replaced file (for a process plugin, its manifest
+// or an executable in the directory) is loaded without a restart, a
 // removed one is closed. A user plugin with a built-in's name takes its
 // place. A plugin that fails to load is reported by List and in the log,
 // and skipped.

@@ -67,6 +67,19 @@ type slot struct {
 	// size and modTime identify the file version loaded.
 	size    int64
 	modTime time.Time
+	// command is a process plugin's executable, and commandStamp its
+	// version when loaded, so replacing the executable reloads too.
+	command      string
+	commandStamp string
+}
+
+// stampOf identifies a version of the file at path, or "" if it is missing.
+func stampOf(path string) string {
+	info, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(info.Size(), info.ModTime().UnixNano())
 }
 
 func (s *slot) stamp(info os.FileInfo) { s.size, s.modTime = info.Size(), info.ModTime() }
@@ -159,7 +172,7 @@ func (r *Registry) reload(ctx context.Context, path string) {
 		}
 		return
 	}
-	if old != nil && old.entry.Err == nil && sameFile(old, info) {
+	if old != nil && old.entry.Err == nil && sameFile(old, info) && (old.command == "" || stampOf(old.command) == old.commandStamp) {
 		return
 	}
 	s := &slot{entry: Entry{Name: nameFromPath(path), Path: path}}
@@ -175,6 +188,9 @@ func (r *Registry) reload(ctx context.Context, path string) {
 		s.entry.Source = SourceProcess
 		var m Manifest
 		if m, err = ReadManifest(path); err == nil {
+			if cfg, cerr := m.procConfig(); cerr == nil && filepath.IsAbs(cfg.Command) {
+				s.command, s.commandStamp = cfg.Command, stampOf(cfg.Command)
+			}
 			p, err = StartProcess(ctx, m, r.opts)
 		}
 	}
@@ -425,6 +441,12 @@ func (r *Registry) watch() error {
 				}
 				if isPluginFile(filepath.Base(ev.Name)) {
 					r.debounce(ev.Name)
+				} else {
+					// A process plugin's executable may sit in the
+					// directory: replacing it reloads its manifest.
+					for _, manifest := range r.manifestsOf(ev.Name) {
+						r.debounce(manifest)
+					}
 				}
 			case err, ok := <-w.Errors:
 				if !ok {
@@ -437,6 +459,19 @@ func (r *Registry) watch() error {
 		}
 	}()
 	return nil
+}
+
+// manifestsOf returns the manifests whose command is the file at path.
+func (r *Registry) manifestsOf(path string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for manifest, s := range r.user {
+		if s.command != "" && s.command == path {
+			out = append(out, manifest)
+		}
+	}
+	return out
 }
 
 func (r *Registry) debounce(path string) {

@@ -229,3 +229,32 @@ func TestHostilePluginsInARegistry(t *testing.T) {
 		t.Errorf("crasher after restart: %v", err)
 	}
 }
+
+func TestReplacedProcessExecutableReloads(t *testing.T) {
+	opts := testOptions(t, nil)
+	install := func(src string) {
+		t.Helper()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(opts.PluginsDir, ".tp.tmp")
+		if err := os.WriteFile(tmp, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(opts.PluginsDir, "tp")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install(build(t, "testplug", false, "-X main.hostile=yes"))
+	os.WriteFile(filepath.Join(opts.PluginsDir, "tp"+ManifestSuffix), []byte(`{"command": "./tp"}`), 0o644)
+	r := newRegistry(t, opts)
+	if _, err := r.Strategy(context.Background(), "testplug"); err != nil {
+		t.Fatal(err)
+	}
+	install(build(t, "testplug", false, "-X main.hostile=yes -X main.name=renamed"))
+	eventually(t, "the new executable is started", func() error {
+		_, err := r.Strategy(context.Background(), "renamed")
+		return err
+	})
+}
