@@ -19,6 +19,8 @@ type AgentComparison struct {
 	CompactionID string `json:"compaction_id"`
 	Trigger      string `json:"trigger,omitempty"`
 	FirstKept    int    `json:"first_kept"`
+	// Window is the context window of our engines: the largest replayed.
+	Window int `json:"window"`
 	// AgentText says what the agent's side is: "summary", or
 	// "replacement history" when the summary is encrypted or empty.
 	AgentText   string `json:"agent_text"`
@@ -56,7 +58,7 @@ func compareAgent(ctx context.Context, opts Options, s *formats.Session, name st
 	impls map[string]host.Strategy, names []string) AgentComparison {
 	ac := s.AgentCompactions[ci]
 	span := s.Messages[:ac.FirstKept]
-	cmp := AgentComparison{Session: name, CompactionID: ac.ID, Trigger: ac.Trigger, FirstKept: ac.FirstKept, AgentText: "summary"}
+	cmp := AgentComparison{Session: name, CompactionID: ac.ID, Trigger: ac.Trigger, FirstKept: ac.FirstKept, Window: window, AgentText: "summary"}
 	agentMsgs := agentContext(ac)
 	if ac.Summary == "" {
 		cmp.AgentText = "replacement history"
