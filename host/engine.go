@@ -392,6 +392,17 @@ func (sv *services) Complete(ctx context.Context, req *abi.CompleteRequest) (*ab
 	if err != nil {
 		return nil, err
 	}
+	// A summary asked of the agent's own model is one more usage report
+	// for its calibration: the request is counted the way the context is.
+	if reported := resp.Usage.PromptTokens(); reported > 0 && sv.e.cfg.Model != "" && sv.e.model.Model() == sv.e.cfg.Model {
+		est := sv.e.counter.Count(req.System)
+		for i := range req.Messages {
+			est += tokens.Message(sv.e.counter, &req.Messages[i])
+		}
+		sv.e.mu.Lock()
+		sv.e.calib.Observe(est, reported)
+		sv.e.mu.Unlock()
+	}
 	sv.mu.Lock()
 	sv.usage.InputTokens += resp.Usage.InputTokens
 	sv.usage.OutputTokens += resp.Usage.OutputTokens

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/tokens"
 	"github.com/compact-host/compact-host/host/plugin"
 )
 
@@ -553,5 +554,58 @@ func TestPlanInspectAndWriteLog(t *testing.T) {
 	must(t, err)
 	if !reflect.DeepEqual(s2.Context(), s.Context()) {
 		t.Fatal("log copy reads back to a different context")
+	}
+}
+
+// fakeModel answers every completion and reports a prompt 40% larger than
+// chars/4 counts, half of it from the cache.
+type fakeModel struct{ name string }
+
+func (f fakeModel) Model() string { return f.name }
+
+func (f fakeModel) Complete(_ context.Context, req *abi.CompleteRequest) (*abi.CompleteResponse, error) {
+	est := (len(req.System) + 3) / 4
+	for i := range req.Messages {
+		est += tokens.Message(tokens.Chars(), &req.Messages[i])
+	}
+	n := est * 14 / 10
+	return &abi.CompleteResponse{Text: "summary by the model", Model: f.name, Usage: abi.Usage{InputTokens: n / 2, CacheReadTokens: n - n/2, OutputTokens: 10}}, nil
+}
+
+func TestSummarizerUsageCalibratesTheSameModel(t *testing.T) {
+	asks := StrategyFunc(func(ctx context.Context, svc pluginServices, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error) {
+		resp, err := svc.Complete(ctx, &abi.CompleteRequest{System: "Summarize.", Messages: req.Messages})
+		if err != nil {
+			return nil, err
+		}
+		return &abi.SummarizeResponse{Summary: resp.Text}, nil
+	})
+	for _, tc := range []struct {
+		model      string
+		calibrated bool
+	}{{"claude-sonnet-4-5", true}, {"claude-haiku-4-5", false}} {
+		e := newEngine(t, Config{Model: "claude-sonnet-4-5", Tokenizer: "chars", KeepRecentTokens: 2000},
+			WithStrategy("structured", asks), WithModel(fakeModel{tc.model}))
+		var ev *CompactionEvent
+		e.Subscribe(func(x Event) {
+			if c, ok := x.(*CompactionEvent); ok {
+				ev = c
+			}
+		})
+		s := e.NewSession()
+		coding(t, s, 4, 600)
+		if _, err := e.Compact(ctx, s, CompactOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f, n := e.Calibration()
+		if tc.calibrated && (n == 0 || f < 1.39 || f > 1.41) {
+			t.Errorf("%s: factor %v after %d reports, want 1.4", tc.model, f, n)
+		}
+		if !tc.calibrated && n != 0 {
+			t.Errorf("%s: another model's usage calibrated the engine", tc.model)
+		}
+		if ev == nil || ev.ModelUsage.CacheReadTokens == 0 || ev.CostUSD <= 0 || ev.Offline {
+			t.Errorf("%s: event %+v lacks usage or cost", tc.model, ev)
+		}
 	}
 }
