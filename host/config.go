@@ -41,7 +41,8 @@ type Config struct {
 	// MinKeepMessages is the fewest messages kept verbatim. Default 2.
 	MinKeepMessages int
 	// PruneMinTokens is the size above which an old tool result is pruned.
-	// Default 2,000.
+	// Default: 2,000, or half of ToolOutputTokens when that is smaller, so
+	// outputs already capped on entry can still be pruned when old.
 	PruneMinTokens int
 	// PruneKeepTokens is how much of a pruned result remains (head and
 	// tail). Default 400.
@@ -150,12 +151,12 @@ func (c Config) resolve() (resolved, error) {
 	def(&r.MinSavings, 0.10)
 	defInt(&r.KeepRecentTokens, min(40000, budget/4))
 	defInt(&r.MinKeepMessages, 2)
-	defInt(&r.PruneMinTokens, 2000)
+	defInt(&r.ToolOutputTokens, min(16000, max(2000, budget/40)))
+	defInt(&r.PruneMinTokens, min(2000, r.ToolOutputTokens/2))
 	defInt(&r.PruneKeepTokens, 400)
 	defInt(&r.ProtectRecentTokens, r.KeepRecentTokens)
 	defInt(&r.EmergencyKeepMessages, 8)
 	defInt(&r.BreakerFailures, 3)
-	defInt(&r.ToolOutputTokens, min(16000, max(2000, budget/40)))
 	defInt(&r.SummaryTokens, min(8000, max(1000, budget/20)))
 	r.summarizerSet = r.SummarizerBudget > 0
 	defInt(&r.SummarizerBudget, budget)

@@ -130,6 +130,15 @@ func (e *Engine) Calibration() (factor float64, samples int) {
 	return e.calib.Factor(), e.calib.Samples()
 }
 
+// CalibrationOffset is the tokens every request carries beyond its
+// estimate, as learnt from usage reports: a system prompt or tool schemas
+// the engine is not told about.
+func (e *Engine) CalibrationOffset() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calib.Offset()
+}
+
 // Subscribe calls fn for every event, synchronously, until the returned
 // function is called.
 func (e *Engine) Subscribe(fn func(Event)) (unsubscribe func()) { return e.events.subscribe(fn) }
@@ -332,6 +341,9 @@ func (e *Engine) act(ctx context.Context, s *Session, overhead, before int) (Dec
 	}
 	s.mu.Lock()
 	s.forceCompact = false
+	// The next usage report is for the context as it is now, not as it
+	// was before the gate acted.
+	s.lastEstimate = s.contextTokens() + overhead
 	s.mu.Unlock()
 	d.TokensAfter = used
 	d.Fits = used <= d.Budget

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -607,5 +608,32 @@ func TestSummarizerUsageCalibratesTheSameModel(t *testing.T) {
 		if ev == nil || ev.ModelUsage.CacheReadTokens == 0 || ev.CostUSD <= 0 || ev.Offline {
 			t.Errorf("%s: event %+v lacks usage or cost", tc.model, ev)
 		}
+	}
+}
+
+// A provider that counts exactly what the engine estimates must leave the
+// calibration at 1 across compactions: the report after a gate that acted
+// is paired with the context as the gate left it.
+func TestCalibrationStaysRightAcrossCompactions(t *testing.T) {
+	e := newEngine(t, Config{KeepRecentTokens: 2000}, WithStrategy("structured", &recorder{}))
+	s := e.NewSession()
+	compactions := 0
+	for turn := 0; turn < 12; turn++ {
+		coding(t, s, 1, 500)
+		d, err := e.EnsureFits(ctx, s, Request{ToolSchemaTokens: 300})
+		must(t, err)
+		if d.Action >= ActionCompacted {
+			compactions++
+		}
+		reported := s.ContextTokens() + 300
+		must(t, e.AppendReply(s, Message{Role: abi.RoleAssistant, Content: []Block{{Type: abi.BlockText, Text: "next"}}, Usage: &Usage{InputTokens: reported}}))
+		must(t, s.Append(user("go on")))
+	}
+	if compactions == 0 {
+		t.Fatal("setup: no compaction happened")
+	}
+	f, n := e.Calibration()
+	if n != 12 || math.Abs(f-1) > 0.001 || e.CalibrationOffset() != 0 {
+		t.Fatalf("factor %v offset %d after %d reports and %d compactions", f, e.CalibrationOffset(), n, compactions)
 	}
 }

@@ -122,8 +122,11 @@ func (e *Engine) Inspect(s *Session, n int) Breakdown {
 		b.Largest = b.Largest[:n]
 	}
 	budget := float64(e.budget.Load())
+	e.mu.Lock()
+	calib := e.calib
+	e.mu.Unlock()
 	for i := 1; i <= len(s.msgs); i++ {
-		used := float64(e.calib.Apply(s.cum[i]))
+		used := float64(calib.Apply(s.cum[i]))
 		if b.CrossedPrune < 0 && used >= e.cfg.pruneAt*budget {
 			b.CrossedPrune = i - 1
 		}

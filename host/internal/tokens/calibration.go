@@ -1,5 +1,7 @@
 package tokens
 
+import "math"
+
 // Calibration bounds and smoothing.
 const (
 	CalibrationAlpha = 0.2
@@ -7,11 +9,35 @@ const (
 	CalibrationMax   = 3.0
 )
 
-// Calibration is a per-model correction factor: reported tokens divided by
-// estimated tokens, smoothed. The zero value is a factor of 1 with no samples.
+// minSlopeStep is the smallest change of the estimate between two reports
+// that measures a slope: below it, noise in the reports dominates.
+const minSlopeStep = 200
+
+// Calibration corrects estimates with what a provider reports:
+//
+//	reported ≈ Factor × estimated + Offset
+//
+// Factor is the tokenizer's ratio to the estimator; Offset is what every
+// request carries that the estimate never sees (a system prompt or tool
+// schemas outside the session). A factor alone would read a fixed 40,000-
+// token system prompt as a ratio, and be far off again once a compaction
+// shrinks the context.
+//
+// The first report sets Factor to its ratio, clamped to [0.5, 3.0]; what
+// the clamp leaves over becomes Offset. Each later report whose estimate
+// moved by a measurable step gives a slope (Δreported / Δestimated),
+// clamped the same way, that Factor follows as an exponential moving
+// average with alpha 0.2 — or takes outright when the first ratio had to
+// be clamped, a sign the first report was mostly offset. Offset is then
+// what the latest report leaves after Factor, so the estimate at the
+// latest size is exact. The zero value is identity.
 type Calibration struct {
-	factor  float64
-	samples int
+	factor, offset float64
+	samples        int
+	lastEst        int
+	lastRep        int
+	clampedFirst   bool
+	slopes         int
 }
 
 // Factor is the current multiplier for estimates.
@@ -22,31 +48,50 @@ func (c *Calibration) Factor() float64 {
 	return c.factor
 }
 
+// Offset is the tokens every request carries beyond its estimate.
+func (c *Calibration) Offset() int { return int(math.Round(c.offset)) }
+
 // Samples is how many reports have been observed.
 func (c *Calibration) Samples() int { return c.samples }
 
+func clampFactor(f float64) float64 { return min(max(f, CalibrationMin), CalibrationMax) }
+
 // Observe feeds one report: the tokens the provider counted for a request
-// whose estimate was estimated. The first report sets the factor outright so
-// that a model whose tokenizer is far from chars/4 is corrected at once;
-// later ones move it by an exponential moving average.
+// whose estimate was estimated.
 func (c *Calibration) Observe(estimated, reported int) {
 	if estimated <= 0 || reported <= 0 {
 		return
 	}
-	ratio := float64(reported) / float64(estimated)
+	est, rep := float64(estimated), float64(reported)
 	if c.samples == 0 {
-		c.factor = ratio
-	} else {
-		c.factor = (1-CalibrationAlpha)*c.factor + CalibrationAlpha*ratio
+		ratio := rep / est
+		c.factor = clampFactor(ratio)
+		c.clampedFirst = c.factor != ratio
+	} else if step := estimated - c.lastEst; abs(step) >= max(minSlopeStep, estimated/50) {
+		slope := clampFactor(float64(reported-c.lastRep) / float64(step))
+		if c.slopes == 0 && c.clampedFirst {
+			c.factor = slope
+		} else {
+			c.factor = (1-CalibrationAlpha)*c.factor + CalibrationAlpha*slope
+		}
+		c.slopes++
 	}
-	c.factor = min(max(c.factor, CalibrationMin), CalibrationMax)
+	c.offset = rep - c.factor*est
 	c.samples++
+	c.lastEst, c.lastRep = estimated, reported
 }
 
-// Apply scales an estimate by the factor.
+// Apply corrects an estimate.
 func (c *Calibration) Apply(estimated int) int {
 	if c.samples == 0 {
 		return estimated
 	}
-	return int(float64(estimated)*c.factor + 0.5)
+	return max(0, int(float64(estimated)*c.factor+c.offset+0.5))
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

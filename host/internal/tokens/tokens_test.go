@@ -52,19 +52,28 @@ func TestCalibration(t *testing.T) {
 		t.Fatal("zero value is not identity")
 	}
 	c.Observe(1000, 1300)
-	if math.Abs(c.Factor()-1.3) > 1e-9 {
-		t.Errorf("first sample sets the factor: %v", c.Factor())
+	if math.Abs(c.Factor()-1.3) > 1e-9 || c.Offset() != 0 || c.Apply(1000) != 1300 {
+		t.Errorf("first sample sets the factor: %v offset %d", c.Factor(), c.Offset())
 	}
-	c.Observe(1000, 1800)
+	// A step of the estimate measures a slope the factor follows by EMA.
+	c.Observe(2000, 3100) // slope 1.8
 	if want := 0.8*1.3 + 0.2*1.8; math.Abs(c.Factor()-want) > 1e-9 {
 		t.Errorf("EMA: got %v want %v", c.Factor(), want)
 	}
-	c.Observe(10, 1000)
-	for range 50 {
-		c.Observe(10, 1000)
+	if c.Apply(2000) != 3100 {
+		t.Errorf("the latest report is not reproduced: %d", c.Apply(2000))
 	}
-	if c.Factor() != CalibrationMax {
-		t.Errorf("factor not clamped: %v", c.Factor())
+	// A step too small to measure leaves the factor alone.
+	f := c.Factor()
+	c.Observe(2050, 3200)
+	if c.Factor() != f || c.Apply(2050) != 3200 {
+		t.Errorf("small step moved the factor: %v", c.Factor())
+	}
+	for range 50 {
+		c.Observe(c.lastEst+1000, c.lastRep+100000)
+	}
+	if c.Factor() > CalibrationMax || c.Factor() < 2.99 {
+		t.Errorf("factor not held at the clamp: %v", c.Factor())
 	}
 	var d Calibration
 	d.Observe(1000, 1)
@@ -75,6 +84,28 @@ func TestCalibration(t *testing.T) {
 	d.Observe(5, 0)
 	if d.Samples() != 1 {
 		t.Errorf("empty reports must be ignored")
+	}
+}
+
+// A fixed prompt the estimate never sees (a 42,000-token system prompt)
+// is learnt as an offset, so estimates stay right when a compaction
+// shrinks the context.
+func TestCalibrationLearnsFixedOverhead(t *testing.T) {
+	truth := func(est int) int { return est*11/10 + 42000 }
+	var c Calibration
+	est := 5000
+	for i := 0; i < 3; i++ {
+		c.Observe(est, truth(est))
+		est += 3000
+	}
+	for _, e := range []int{est, 3000, 60000} {
+		got, want := c.Apply(e), truth(e)
+		if diff := math.Abs(float64(got-want)) / float64(want); diff > 0.05 {
+			t.Errorf("after 3 reports, estimate %d: got %d want %d (%.1f%% off)", e, got, want, 100*diff)
+		}
+	}
+	if c.Offset() < 40000 || c.Factor() > 1.2 {
+		t.Errorf("factor %v offset %d: the overhead was read as a ratio", c.Factor(), c.Offset())
 	}
 }
 
