@@ -6,6 +6,44 @@
 //
 // The host can also link the same value in-process. The SDK hides memory
 // handling and the frame encoding of package abi.
+//
+// A complete strategy: it asks the host's model when there is one, and
+// lists the user's requests when there is not.
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"strings"
+//
+//		"github.com/compact-host/compact-host/abi"
+//		"github.com/compact-host/compact-host/sdk"
+//	)
+//
+//	type requests struct{}
+//
+//	func (requests) Summarize(ctx context.Context, host sdk.Host, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error) {
+//		if req.ModelAvailable {
+//			resp, err := host.Complete(ctx, &abi.CompleteRequest{System: "Summarize this conversation; keep paths verbatim.", Messages: req.Messages})
+//			if err == nil {
+//				return &abi.SummarizeResponse{Summary: resp.Text}, nil
+//			}
+//		}
+//		var b strings.Builder
+//		for _, m := range req.Messages {
+//			for _, blk := range m.Content {
+//				if m.Role == abi.RoleUser && blk.Type == abi.BlockText {
+//					b.WriteString("- " + blk.Text + "\n")
+//				}
+//			}
+//		}
+//		return &abi.SummarizeResponse{Summary: "The user asked:\n" + b.String(), Offline: true}, nil
+//	}
+//
+//	func main() { sdk.Serve(&sdk.Plugin{Name: "requests", Version: "1.0.0", Strategy: requests{}}) }
+//
+// Drop the built file into the host's plugins directory and select it with
+// --strategy=requests; `compact-host plugins verify` checks it.
 package sdk
 
 import (
