@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/compact-host/compact-host/internal/cli"
@@ -33,12 +34,29 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scripts that build a plugin need the go command's own settings;
+	// testscript starts from an empty environment.
+	goEnv := map[string]string{}
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS", "GOPROXY", "GOTOOLCHAIN"} {
+		out, err := exec.Command("go", "env", k).Output()
+		if err == nil {
+			goEnv[k] = strings.TrimSpace(string(out))
+		}
+	}
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("COMPACT_HOST_CACHE_DIR", cache)
 			env.Setenv("EXAMPLES", examples)
 			env.Setenv("HOSTILE", hostile)
+			env.Setenv("ROOT", root)
+			for k, v := range goEnv {
+				env.Setenv(k, v)
+			}
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
 			return nil
 		},

@@ -42,7 +42,11 @@ func ReadManifest(path string) (Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return fail(fmt.Errorf("manifest: %w", err))
 	}
-	m.Path = path
+	// Absolute, because the plugin's command is resolved against the
+	// manifest's directory and the process also starts there.
+	if m.Path, err = filepath.Abs(path); err != nil {
+		return fail(err)
+	}
 	if _, err := m.procConfig(); err != nil {
 		return fail(err)
 	}
