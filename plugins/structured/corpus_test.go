@@ -3,6 +3,8 @@ package structured_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -128,4 +130,37 @@ func unquote(s string) string {
 		lines[i] = strings.TrimPrefix(strings.TrimPrefix(l, "> "), ">")
 	}
 	return digest.OneLine(strings.Join(lines, "\n"))
+}
+
+// BenchmarkCorpusOffline summarizes the first third and the first half of
+// the largest corpus session offline, in process, with the engine's
+// summary target at a 200k window (8,000 tokens).
+//
+//	go test -run '^$' -bench CorpusOffline ./plugins/structured/
+func BenchmarkCorpusOffline(b *testing.B) {
+	files, _ := filepath.Glob(filepath.Join(corpusDir, "*"))
+	if len(files) == 0 {
+		b.Skipf("no sessions in %s", corpusDir)
+	}
+	largest, size := "", int64(-1)
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.Size() > size {
+			largest, size = f, st.Size()
+		}
+	}
+	s, err := formats.ReadFile(largest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, frac := range []int{3, 2} {
+		folded := s.Messages[:len(s.Messages)/frac]
+		req := &abi.SummarizeRequest{Kind: abi.FoldHistory, Messages: folded, TargetTokens: 8000}
+		b.Run(fmt.Sprintf("%s/messages=%d", filepath.Base(largest), len(folded)), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := structured.New().Strategy.Summarize(context.Background(), pluginstest.NoModel(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

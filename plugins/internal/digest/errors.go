@@ -26,10 +26,13 @@ var errorLine = regexp.MustCompile(`(?i)^\S+:\d+:\d+: |^(?:error|fatal|panic)\b[
 // Errors returns the errors msgs show, oldest first. Outputs of tools that
 // show file content or search results are only counted when flagged as
 // errors, since code that mentions errors is not a failure.
-func Errors(msgs []abi.Message) []ErrorNote {
+func Errors(msgs []abi.Message) []ErrorNote { return errorsOf(msgs, Calls(msgs)) }
+
+// errorsOf is Errors with the calls of msgs already paired.
+func errorsOf(msgs []abi.Message, calls []Call) []ErrorNote {
 	var out []ErrorNote
 	seen := map[int]bool{}
-	for _, c := range Calls(msgs) {
+	for _, c := range calls {
 		r := c.Result
 		if r == nil {
 			continue
@@ -75,16 +78,19 @@ func sortNotes(ns []ErrorNote) {
 // flagged result with no such line gives its first non-empty lines.
 func errorExcerpt(output string, flagged bool) string {
 	var hits []string
-	lines := strings.Split(output, "\n")
-	for i, line := range lines {
+	for rest := output; rest != ""; {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
 		t := strings.TrimSpace(line)
-		if t == "" || !errorLine.MatchString(t) {
+		if t == "" || !mayBeErrorLine(t) || !errorLine.MatchString(t) {
 			continue
 		}
 		if strings.HasPrefix(t, "Traceback") {
 			// The exception itself is the last line of the traceback.
-			for j := i + 1; j < len(lines); j++ {
-				if u := strings.TrimSpace(lines[j]); u != "" && !strings.HasPrefix(lines[j], " ") {
+			for next := rest; next != ""; {
+				var l string
+				l, next, _ = strings.Cut(next, "\n")
+				if u := strings.TrimSpace(l); u != "" && !strings.HasPrefix(l, " ") {
 					t = u
 					break
 				}
@@ -94,12 +100,11 @@ func errorExcerpt(output string, flagged bool) string {
 	}
 	hits = pickHits(hits)
 	if len(hits) == 0 && flagged {
-		for _, line := range lines {
+		for rest := output; rest != "" && len(hits) < 2; {
+			var line string
+			line, rest, _ = strings.Cut(rest, "\n")
 			if t := strings.TrimSpace(line); t != "" {
 				hits = append(hits, ClipHead(t, 240))
-				if len(hits) == 2 {
-					break
-				}
 			}
 		}
 		if len(hits) == 0 {
@@ -107,6 +112,134 @@ func errorExcerpt(output string, flagged bool) string {
 		}
 	}
 	return strings.Join(hits, "\n")
+}
+
+// mayBeErrorLine reports whether line could match errorLine: whether it
+// has what one of the regexp's alternatives cannot match without, checked
+// byte by byte in any ASCII case. It is a necessary condition that costs one
+// pass over the line, so the regexp runs only on the few lines that may
+// match: most tool output, code that mentions errors included, is not a
+// failure. Keep it in step with errorLine; TestErrorLinePrefilter checks it
+// against the regexp.
+//
+// The words compared avoid 'k' and 's': under (?i) those also match the
+// Kelvin sign and the long s, which an ASCII comparison would miss. So
+// "traceba" stands for "Traceback" and "file or directory" for "no such
+// file or directory"; "exit " and "exit status" are checked up to the 's'.
+func mayBeErrorLine(line string) bool {
+	// The alternatives anchored at the start: ^(?:error|fatal|panic),
+	// ^(?:--- )?FAIL, ^npm ERR!, ^Traceback, ^\S+:\d+:\d+: .
+	for _, w := range []string{"error", "fatal", "panic", "fail", "--- fail", "npm err!", "traceba"} {
+		if hasWord(line, w) {
+			return true
+		}
+	}
+	if fileLineCol(line) {
+		return true
+	}
+	firstWord := true // no white space before i: still inside ^\S*
+	for i := 0; i < len(line); i++ {
+		rest := line[i:]
+		switch lower(line[i]) {
+		case ' ', '\t', '\n', '\f', '\r':
+			firstWord = false
+		case 'e':
+			switch {
+			case hasWord(rest, "error"):
+				// ^\S*error\b:, : error\b, : fatal error\b, \berror (?:TS|CS)\d+
+				if firstWord && hasWord(rest[5:], ":") || hasSuffixWord(line[:i], ": ") || hasSuffixWord(line[:i], ": fatal ") ||
+					hasWord(rest[5:], " t") || hasWord(rest[5:], " c") {
+					return true
+				}
+			case hasWord(rest, "exception:"): // ^\S*exception\b:
+				if firstWord {
+					return true
+				}
+			case hasWord(rest, "exit "): // exit (?:status|code):? [1-9]
+				return true
+			case hasWord(rest, "exited with code "): // exited with code [1-9]
+				if nonZeroDigit(rest, len("exited with code ")) {
+					return true
+				}
+			}
+		case 'c':
+			if hasWord(rest, "command not found") {
+				return true
+			}
+		case 'f':
+			if hasWord(rest, "file or directory") {
+				return true
+			}
+		case '<':
+			if hasWord(rest, "<returncode>") && nonZeroDigit(rest, len("<returncode>")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nonZeroDigit reports whether s[i] is one of 1-9.
+func nonZeroDigit(s string, i int) bool { return i < len(s) && '1' <= s[i] && s[i] <= '9' }
+
+// hasSuffixWord reports whether s ends with word (lower case) in any ASCII case.
+func hasSuffixWord(s, word string) bool {
+	return len(s) >= len(word) && hasWord(s[len(s)-len(word):], word)
+}
+
+// fileLineCol reports whether line starts with a word that ends in
+// ":line:col: ", as in errorLine's first alternative (^\S+:\d+:\d+: ).
+func fileLineCol(line string) bool {
+	for i := 1; i < len(line); i++ {
+		if isSpace(line[i-1]) {
+			return false
+		}
+		if line[i] != ':' {
+			continue
+		}
+		j := digits(line, i+1)
+		if j == i+1 || j >= len(line) || line[j] != ':' {
+			continue
+		}
+		k := digits(line, j+1)
+		if k > j+1 && k+1 < len(line) && line[k] == ':' && line[k+1] == ' ' {
+			return true
+		}
+	}
+	return false
+}
+
+// digits returns the end of the run of ASCII digits of s that starts at i.
+func digits(s string, i int) int {
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// isSpace is \s of Go's regexp syntax.
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'
+}
+
+// hasWord reports whether s starts with word (lower case) in any ASCII case.
+func hasWord(s, word string) bool {
+	if len(s) < len(word) {
+		return false
+	}
+	for i := 0; i < len(word); i++ {
+		if lower(s[i]) != word[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 func appendUnique(list []string, s string) []string {

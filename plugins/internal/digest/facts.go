@@ -37,14 +37,17 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	if n := len(f.Requests); n > 0 {
 		f.Latest, f.HasRequest = f.Requests[n-1], true
 	}
+	// The calls, their error notes and the requests are extracted once
+	// and shared by what is derived from them: the turns, the file
+	// operations, the constraints.
 	f.Calls = Calls(msgs)
 	f.Tools = CountTools(f.Calls)
-	f.Files = FileOps(msgs, req.FileOps)
-	f.Errors = Errors(msgs)
+	f.Files = fileOps(f.Calls, req.FileOps)
+	f.Errors = errorsOf(msgs, f.Calls)
 	f.Decisions = Decisions(msgs)
 	f.Open = OpenItems(msgs)
-	f.Constraints = Constraints(msgs)
-	f.Turns = Turns(msgs)
+	f.Constraints = constraintsOf(f.Requests)
+	f.Turns = turnsOf(msgs, f.Requests, f.Calls, f.Errors)
 	f.Focus = FocusTerms(req.Focus)
 	if s := strings.TrimSpace(req.PreviousSummary); s != "" {
 		f.Previous = append(f.Previous, s)

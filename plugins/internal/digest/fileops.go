@@ -12,6 +12,11 @@ import (
 // both read and modified is listed as modified only. Order is first
 // appearance.
 func FileOps(msgs []abi.Message, known abi.FileOps) abi.FileOps {
+	return fileOps(Calls(msgs), known)
+}
+
+// fileOps is FileOps with the calls of the messages already paired.
+func fileOps(calls []Call, known abi.FileOps) abi.FileOps {
 	var s opSet
 	for _, p := range known.Modified {
 		s.modify(p)
@@ -20,7 +25,7 @@ func FileOps(msgs []abi.Message, known abi.FileOps) abi.FileOps {
 		s.read(p)
 	}
 	openFile := ""
-	for _, c := range Calls(msgs) {
+	for _, c := range calls {
 		callOps(c, &s, &openFile)
 	}
 	return s.ops()

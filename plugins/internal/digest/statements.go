@@ -74,9 +74,12 @@ func OpenItems(msgs []abi.Message) []Statement {
 }
 
 // Constraints returns the sentences of the user's requests that set rules.
-func Constraints(msgs []abi.Message) []Statement {
+func Constraints(msgs []abi.Message) []Statement { return constraintsOf(Requests(msgs)) }
+
+// constraintsOf is Constraints of the requests already found.
+func constraintsOf(reqs []Request) []Statement {
 	var out []Statement
-	for _, r := range Requests(msgs) {
+	for _, r := range reqs {
 		for _, s := range sentences(r.Text) {
 			if hasMarker(s, constraintMarkers) {
 				out = appendStatement(out, Statement{r.Index, s})

@@ -61,13 +61,22 @@ type Turn struct {
 
 // Turns splits msgs at user requests.
 func Turns(msgs []abi.Message) []Turn {
-	reqs := Requests(msgs)
+	calls := Calls(msgs)
+	return turnsOf(msgs, Requests(msgs), calls, errorsOf(msgs, calls))
+}
+
+// turnsOf is Turns with the requests, calls and error notes of msgs
+// already extracted (both lists in message order). A turn's calls are those
+// whose tool_use lies in it, its errors the notes of the results that lie
+// in it.
+func turnsOf(msgs []abi.Message, reqs []Request, calls []Call, errs []ErrorNote) []Turn {
 	var bounds []Request
 	if len(reqs) == 0 || reqs[0].Index > 0 {
 		bounds = append(bounds, Request{Index: 0})
 	}
 	bounds = append(bounds, reqs...)
 	var turns []Turn
+	nextCall, nextErr := 0, 0
 	for i, r := range bounds {
 		end := len(msgs)
 		if i+1 < len(bounds) {
@@ -76,16 +85,30 @@ func Turns(msgs []abi.Message) []Turn {
 		if r.Index >= end {
 			continue
 		}
-		part := msgs[r.Index:end]
-		calls := Calls(part)
-		t := Turn{Start: r.Index, End: end, Request: r.Text, Tools: CountTools(calls)}
+		first := nextCall
+		for first < len(calls) && calls[first].Index < r.Index {
+			first++
+		}
+		nextCall = first
+		for nextCall < len(calls) && calls[nextCall].Index < end {
+			nextCall++
+		}
+		turnCalls := calls[first:nextCall]
+		t := Turn{Start: r.Index, End: end, Request: r.Text, Tools: CountTools(turnCalls)}
 		var ops opSet
 		open := ""
-		for _, c := range calls {
+		for _, c := range turnCalls {
 			callOps(c, &ops, &open)
 		}
 		t.Modified = ops.modified
-		t.Errors = len(Errors(part))
+		for nextErr < len(errs) && errs[nextErr].Index < r.Index {
+			nextErr++
+		}
+		for nextErr < len(errs) && errs[nextErr].Index < end {
+			nextErr++
+			t.Errors++
+		}
+		part := msgs[r.Index:end]
 		for j := len(part) - 1; j >= 0; j-- {
 			if part[j].Role == abi.RoleAssistant {
 				if s := strings.TrimSpace(textOf(part[j])); s != "" {
