@@ -127,32 +127,62 @@ func errorExcerpt(output string, flagged bool) string {
 // "traceba" stands for "Traceback" and "file or directory" for "no such
 // file or directory"; "exit " and "exit status" are checked up to the 's'.
 func mayBeErrorLine(line string) bool {
-	// The alternatives anchored at the start: ^(?:error|fatal|panic),
-	// ^(?:--- )?FAIL, ^npm ERR!, ^Traceback, ^\S+:\d+:\d+: .
-	for _, w := range []string{"error", "fatal", "panic", "fail", "--- fail", "npm err!", "traceba"} {
-		if hasWord(line, w) {
+	if line == "" {
+		return false
+	}
+	// The alternatives anchored at the start of the line:
+	// ^(?:error|fatal|panic)\b, ^(?:--- )?FAIL\b, ^npm ERR!, ^Traceback.
+	switch lower(line[0]) {
+	case 'e':
+		if hasWord(line, "error") {
+			return true
+		}
+	case 'f':
+		if hasWord(line, "fatal") || hasWord(line, "fail") {
+			return true
+		}
+	case 'p':
+		if hasWord(line, "panic") {
+			return true
+		}
+	case '-':
+		if hasWord(line, "--- fail") {
+			return true
+		}
+	case 'n':
+		if hasWord(line, "npm err!") {
+			return true
+		}
+	case 't':
+		if hasWord(line, "traceba") {
 			return true
 		}
 	}
-	if fileLineCol(line) {
+	// ^\S+:\d+:\d+: and ^\S*(?:error|exception)\b: need what comes
+	// before the first white space.
+	word := 0
+	for word < len(line) && !isSpace(line[word]) {
+		word++
+	}
+	if fileLineCol(line[:word]) && word < len(line) && line[word] == ' ' {
 		return true
 	}
-	firstWord := true // no white space before i: still inside ^\S*
 	for i := 0; i < len(line); i++ {
+		if !errorWordStart[line[i]] {
+			continue
+		}
 		rest := line[i:]
 		switch lower(line[i]) {
-		case ' ', '\t', '\n', '\f', '\r':
-			firstWord = false
 		case 'e':
 			switch {
 			case hasWord(rest, "error"):
 				// ^\S*error\b:, : error\b, : fatal error\b, \berror (?:TS|CS)\d+
-				if firstWord && hasWord(rest[5:], ":") || hasSuffixWord(line[:i], ": ") || hasSuffixWord(line[:i], ": fatal ") ||
+				if i < word && hasWord(rest[5:], ":") || hasSuffixWord(line[:i], ": ") || hasSuffixWord(line[:i], ": fatal ") ||
 					hasWord(rest[5:], " t") || hasWord(rest[5:], " c") {
 					return true
 				}
 			case hasWord(rest, "exception:"): // ^\S*exception\b:
-				if firstWord {
+				if i < word {
 					return true
 				}
 			case hasWord(rest, "exit "): // exit (?:status|code):? [1-9]
@@ -179,42 +209,36 @@ func mayBeErrorLine(line string) bool {
 	return false
 }
 
+// errorWordStart marks the first bytes of the words mayBeErrorLine looks
+// for anywhere in a line.
+var errorWordStart = [256]bool{'e': true, 'E': true, 'c': true, 'C': true, 'f': true, 'F': true, '<': true}
+
+// fileLineCol reports whether word, a line's first word, is a diagnostic's
+// position: something, then ":line:col:".
+func fileLineCol(word string) bool {
+	if len(word) < 6 || word[len(word)-1] != ':' {
+		return false
+	}
+	i := len(word) - 1
+	for _, sep := range []byte{':', ':'} {
+		j := i
+		for j > 0 && '0' <= word[j-1] && word[j-1] <= '9' {
+			j--
+		}
+		if j == i || j == 0 || word[j-1] != sep {
+			return false
+		}
+		i = j - 1
+	}
+	return i > 0
+}
+
 // nonZeroDigit reports whether s[i] is one of 1-9.
 func nonZeroDigit(s string, i int) bool { return i < len(s) && '1' <= s[i] && s[i] <= '9' }
 
 // hasSuffixWord reports whether s ends with word (lower case) in any ASCII case.
 func hasSuffixWord(s, word string) bool {
 	return len(s) >= len(word) && hasWord(s[len(s)-len(word):], word)
-}
-
-// fileLineCol reports whether line starts with a word that ends in
-// ":line:col: ", as in errorLine's first alternative (^\S+:\d+:\d+: ).
-func fileLineCol(line string) bool {
-	for i := 1; i < len(line); i++ {
-		if isSpace(line[i-1]) {
-			return false
-		}
-		if line[i] != ':' {
-			continue
-		}
-		j := digits(line, i+1)
-		if j == i+1 || j >= len(line) || line[j] != ':' {
-			continue
-		}
-		k := digits(line, j+1)
-		if k > j+1 && k+1 < len(line) && line[k] == ':' && line[k+1] == ' ' {
-			return true
-		}
-	}
-	return false
-}
-
-// digits returns the end of the run of ASCII digits of s that starts at i.
-func digits(s string, i int) int {
-	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-		i++
-	}
-	return i
 }
 
 // isSpace is \s of Go's regexp syntax.

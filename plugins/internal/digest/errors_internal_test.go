@@ -12,7 +12,7 @@ import (
 // in the case variants and Unicode folds (the Kelvin sign, the long s) the
 // regexp accepts.
 var errorLines = []string{
-	"main.go:12:3: undefined: x", "src/a.ts:1:1: error", "C:\\x\\y.c:3:4: warning",
+	"main.go:12:3: undefined: x", "::1:2: x", "a:1:2:3: x", "src/a.ts:1:1: error", "C:\\x\\y.c:3:4: warning",
 	"error: cannot find module", "ERROR[E0308]: mismatched types", "Fatal: no remote", "panic: runtime error",
 	"TypeError: x is not a function", "app.Exception: boom", "zerror:", "--- FAIL: TestX (0.01s)", "FAIL\tpkg 0.1s", "fail",
 	"npm ERR! code ELIFECYCLE", "x.go: error: bad", "gcc: fatal error: no input files", "file.ts(1,2): error TS2304: Cannot find name",
