@@ -3,11 +3,21 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/formats"
+	"github.com/compact-host/compact-host/host/internal/builtin"
+	"github.com/compact-host/compact-host/host/internal/wasmrt"
 	"github.com/compact-host/compact-host/host/plugin/testdata/testplug/plug"
+	"github.com/compact-host/compact-host/plugins/narrative"
+	"github.com/compact-host/compact-host/plugins/pluginstest"
+	"github.com/compact-host/compact-host/plugins/structured"
+	"github.com/compact-host/compact-host/plugins/truncate"
+	"github.com/compact-host/compact-host/sdk"
 )
 
 // The benchmarks compare the three transports on the same plugin code
@@ -36,19 +46,35 @@ func transports(b *testing.B) map[string]*Plugin {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { wasm.Close(); proc.Close(); mirror.Close() })
-	return map[string]*Plugin{
-		"inprocess": InProcess(plug.New("testplug", true), opts),
-		"wasm":      wasm,
-		"wasm-wat":  mirror,
-		"process":   proc,
+	// The same module loaded as the Registry loads the built-ins: trusted,
+	// without wazero's per-loop check for a done context.
+	trusted, err := openWasm(context.Background(), mustEngine(b, opts), testplugWasm(b), "testplug.wasm", SourceBuiltin, opts)
+	if err != nil {
+		b.Fatal(err)
 	}
+	b.Cleanup(func() { wasm.Close(); trusted.Close(); proc.Close(); mirror.Close() })
+	return map[string]*Plugin{
+		"inprocess":    InProcess(plug.New("testplug", true), opts),
+		"wasm":         wasm,
+		"wasm-trusted": trusted,
+		"wasm-wat":     mirror,
+		"process":      proc,
+	}
+}
+
+func mustEngine(b *testing.B, opts Options) *wasmrt.Engine {
+	e, err := opts.engine()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close(context.Background()) })
+	return e
 }
 
 func benchTruncate(b *testing.B, content []byte) {
 	ps := transports(b)
 	req := &abi.TruncateRequest{Category: "noop", Content: content, MaxTokens: len(content)}
-	for _, name := range []string{"inprocess", "wasm", "wasm-wat", "process"} {
+	for _, name := range []string{"inprocess", "wasm", "wasm-trusted", "wasm-wat", "process"} {
 		p := ps[name]
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(content)))
@@ -102,4 +128,110 @@ func BenchmarkColdLoad(b *testing.B) {
 			p.Close()
 		}
 	})
+}
+
+// builtinTransports opens the built-in plugin name in process, over wasm
+// as the Registry runs it (trusted), and over wasm as a user plugin of the
+// same bytes would run (wazero closing the module on a done context).
+func builtinTransports(b *testing.B, name string, p *sdk.Plugin) []*Plugin {
+	b.Helper()
+	bin, ok := builtin.Wasm(name)
+	if !ok {
+		b.Skipf("no built-in %s embedded (make plugins)", name)
+	}
+	opts := Options{CacheDir: filepath.Join(buildDir, "cache"), MaxInstances: 1}
+	engine := mustEngine(b, opts)
+	trusted, err := openWasm(context.Background(), engine, bin, "", SourceBuiltin, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	untrusted, err := openWasm(context.Background(), engine, bin, name+".wasm", SourceWasm, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { trusted.Close(); untrusted.Close() })
+	return []*Plugin{InProcess(p, opts), trusted, untrusted}
+}
+
+// transportNames name the plugins of builtinTransports in benchmarks.
+var transportNames = []string{"inprocess", "wasm", "wasm-untrusted"}
+
+// benchTransports runs call on each transport as a sub-benchmark. Each
+// wasm sub-benchmark also reports its time as a multiple of the
+// in-process one run just before it (x-inprocess).
+func benchTransports(b *testing.B, ps []*Plugin, bytes int, call func(*Plugin) error) {
+	var inprocess float64
+	for i, p := range ps {
+		b.Run("transport="+transportNames[i], func(b *testing.B) {
+			if bytes > 0 {
+				b.SetBytes(int64(bytes))
+			}
+			for b.Loop() {
+				if err := call(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if i == 0 {
+				inprocess = perOp
+			} else if inprocess > 0 {
+				b.ReportMetric(perOp/inprocess, "x-inprocess")
+			}
+		})
+	}
+}
+
+// BenchmarkBuiltinTruncate10MiB cuts a 10 MiB output of each category of
+// the built-in truncator to 8,000 tokens, in process and over wasm.
+func BenchmarkBuiltinTruncate10MiB(b *testing.B) {
+	ps := builtinTransports(b, "truncate", truncate.New())
+	inputs := map[string][]byte{
+		truncate.HeadTail:    pluginstest.ShellOutput(10 << 20),
+		truncate.MatchList:   pluginstest.GrepOutput(10 << 20),
+		truncate.FileContent: pluginstest.FileOutput(10 << 20),
+		truncate.Generic:     pluginstest.ShellOutput(10 << 20),
+	}
+	for _, cat := range truncate.Categories {
+		req := &abi.TruncateRequest{Category: cat, Content: inputs[cat], MaxTokens: 8000}
+		b.Run("category="+cat, func(b *testing.B) {
+			benchTransports(b, ps, len(req.Content), func(p *Plugin) error {
+				resp, err := p.Truncate(context.Background(), nil, req)
+				if err == nil && (!resp.Truncated || len(resp.Content) > 4*8000) {
+					err = fmt.Errorf("got %d bytes, truncated=%v", len(resp.Content), resp.Truncated)
+				}
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkBuiltinStrategies summarizes the first third of the largest
+// corpus session offline with each built-in strategy (target 8,000 tokens,
+// the engine's at a 200k window), in process and over wasm.
+func BenchmarkBuiltinStrategies(b *testing.B) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "corpus", "*"))
+	if len(files) == 0 {
+		b.Skip("the shared corpus is not checked out beside the repository")
+	}
+	largest, size := "", int64(-1)
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.Size() > size {
+			largest, size = f, st.Size()
+		}
+	}
+	s, err := formats.ReadFile(largest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &abi.SummarizeRequest{Kind: abi.FoldHistory, Messages: s.Messages[:len(s.Messages)/3], TargetTokens: 8000}
+	for _, name := range []string{"structured", "narrative", "truncate"} {
+		p := map[string]func() *sdk.Plugin{"structured": structured.New, "narrative": narrative.New, "truncate": truncate.New}[name]()
+		ps := builtinTransports(b, name, p)
+		b.Run(fmt.Sprintf("strategy=%s/messages=%d", name, len(req.Messages)), func(b *testing.B) {
+			benchTransports(b, ps, 0, func(p *Plugin) error {
+				_, err := p.Summarize(context.Background(), nil, req)
+				return err
+			})
+		})
+	}
 }

@@ -46,7 +46,21 @@ type module struct {
 	idle chan *instance
 	// slots bounds the number of live instances.
 	slots chan struct{}
+
+	// trusted modules run without wazero's closing on a done context;
+	// see Engine.LoadTrusted.
+	trusted bool
+	// abandoned counts the calls of a trusted module that returned to
+	// their caller at their deadline while the module's code runs on.
+	// Closing the runtime under running code would free its memory, so
+	// close leaves that to the last of them (closing says it was asked).
+	mu        sync.Mutex
+	abandoned int
+	closing   bool
 }
+
+// Trusted reports whether the module was loaded with LoadTrusted.
+func (m *module) Trusted() bool { return m.trusted }
 
 var (
 	hostModuleRE = regexp.MustCompile(`^compact_host_v(\d+)$`)
@@ -55,7 +69,7 @@ var (
 
 const wasiModule = wasi_snapshot_preview1.ModuleName
 
-func (e *Engine) load(ctx context.Context, path string, bin []byte) (*module, error) {
+func (e *Engine) compile(ctx context.Context, path string, bin []byte, trusted bool) (*module, error) {
 	cfg := e.cfg
 	fail := func(kind error, format string, args ...any) (*module, error) {
 		return nil, &pluginapi.Error{Kind: kind, Path: path, Op: "load", Err: fmt.Errorf(format, args...)}
@@ -64,12 +78,13 @@ func (e *Engine) load(ctx context.Context, path string, bin []byte) (*module, er
 	// allocator (limitedMemory) enforces the plugin's limit instead: wazero
 	// refuses a grow past its own limit without telling anyone, while the
 	// allocator can remember that it refused, which tells a memory-limit
-	// failure from any other trap.
+	// failure from any other trap. Only an untrusted module is closed by
+	// wazero when its call's context is done (see Engine.LoadTrusted).
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(e.cache).
 		WithMemoryLimitPages(maxPages).
-		WithCloseOnContextDone(true))
-	m := &module{cfg: cfg, path: path, rt: rt, logger: cfg.Logger.With("path", path)}
+		WithCloseOnContextDone(!trusted))
+	m := &module{cfg: cfg, path: path, rt: rt, logger: cfg.Logger.With("path", path), trusted: trusted}
 	ok := false
 	defer func() {
 		if !ok {
@@ -293,8 +308,16 @@ func (m *module) discard(inst *instance) {
 	<-m.slots
 }
 
+// close closes the runtime, or, while abandoned calls still run in it,
+// leaves that to the last of them.
 func (m *module) close(ctx context.Context) {
-	_ = m.rt.Close(ctx)
+	m.mu.Lock()
+	m.closing = true
+	running := m.abandoned > 0
+	m.mu.Unlock()
+	if !running {
+		_ = m.rt.Close(ctx)
+	}
 }
 
 // callKey carries the callState of a call to the host functions.
@@ -307,7 +330,8 @@ type callState struct {
 
 // Call runs export with the request frame and returns a copy of the
 // answer frame. ctx bounds the call: when it is done the instance is
-// closed and discarded. svc answers the plugin's host calls.
+// closed and discarded (for a trusted module, once its code returns; see
+// Engine.LoadTrusted). svc answers the plugin's host calls.
 func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string, frame []byte) ([]byte, error) {
 	inst, err := m.get(ctx)
 	if err != nil {
@@ -320,18 +344,71 @@ func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string
 			Err: abi.Errorf(abi.CodeUnsupported, "plugin does not export %s", export)}
 	}
 	callCtx := context.WithValue(ctx, callKey{}, &callState{svc: svc})
+	if m.trusted && ctx.Done() != nil {
+		return m.callTrusted(callCtx, inst, fn, export, frame)
+	}
 	out, err := m.call(callCtx, inst, fn, export, frame)
-	if err != nil {
-		var pe *pluginapi.Error
-		if errors.As(err, &pe) && pe.Kind == pluginapi.ErrOutputTooLarge {
-			m.put(inst) // the answer was refused and freed: the instance is sound
-		} else {
-			m.discard(inst)
-		}
-		return nil, err
+	m.done(inst, err)
+	return out, err
+}
+
+// done returns inst to the pool after its call, or discards it when the
+// call failed in a way that may have left it unsound.
+func (m *module) done(inst *instance, err error) {
+	var pe *pluginapi.Error
+	if err != nil && !(errors.As(err, &pe) && pe.Kind == pluginapi.ErrOutputTooLarge) {
+		m.discard(inst) // an answer refused for its size was freed: only then is the instance sound
+		return
 	}
 	m.put(inst)
-	return out, nil
+}
+
+// callTrusted runs a call of a trusted module on its own goroutine, so
+// that its caller gets the deadline error as soon as ctx is done although
+// nothing interrupts the module's code. The abandoned call keeps inst
+// until the code returns; inst is then discarded.
+func (m *module) callTrusted(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		m.put(inst) // not run: the instance is as it was
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: opName(export), Err: err}
+	}
+	type result struct {
+		out []byte
+		err error
+	}
+	finished := make(chan result, 1)
+	go func() {
+		out, err := m.call(ctx, inst, fn, export, frame)
+		finished <- result{out, err}
+	}()
+	select {
+	case r := <-finished:
+		m.done(inst, r.err)
+		return r.out, r.err
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-finished: // finished as the deadline passed: keep its answer
+		m.done(inst, r.err)
+		return r.out, r.err
+	default:
+	}
+	m.mu.Lock()
+	m.abandoned++
+	m.mu.Unlock()
+	go func() {
+		<-finished
+		m.discard(inst)
+		m.mu.Lock()
+		m.abandoned--
+		last := m.abandoned == 0 && m.closing
+		m.mu.Unlock()
+		if last {
+			_ = m.rt.Close(context.Background())
+		}
+	}()
+	return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: opName(export),
+		Err: fmt.Errorf("%w (the call is abandoned; its instance is discarded when it returns)", ctx.Err())}
 }
 
 func (m *module) call(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
