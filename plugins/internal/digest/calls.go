@@ -2,7 +2,11 @@ package digest
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -14,7 +18,9 @@ type Call struct {
 	Index int
 	ID    string
 	Name  string
-	// Input is the decoded tool input: an object's fields, or nil.
+	// Input holds the members of a tool input that is a JSON object:
+	// strings, arrays as the []any of their string elements (others nil),
+	// every other value nil. Nil for any other input.
 	Input map[string]any
 	// RawInput is the input when it is a bare JSON string (a patch, for
 	// example), else "".
@@ -55,22 +61,337 @@ func Calls(msgs []abi.Message) []Call {
 	return calls
 }
 
+// decodeInput decodes a tool input as json.Unmarshal into an any would,
+// keeping what the digest reads: an object's top-level members, with
+// strings as strings, arrays as the []any of their string elements (other
+// elements nil), anything else nil; or the input itself when it is a
+// string or not JSON. A valid input is only scanned here, and a string
+// with escapes or odd bytes is unquoted by encoding/json: its reflection
+// into an any was the costliest part of a summary in a wasm build.
 func decodeInput(c *Call, raw json.RawMessage) {
 	if len(raw) == 0 {
 		return
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		c.RawInput = string(raw)
+	s := string(raw)
+	if !decodable(s) {
+		c.RawInput = s
 		return
 	}
-	switch x := v.(type) {
-	case map[string]any:
-		c.Input = x
-	case string:
-		c.RawInput = x
+	i := skipSpace(s, 0)
+	switch s[i] {
+	case '"':
+		c.RawInput = unquoteJSON(s[i:stringEnd(s, i)])
+	case '{':
+		c.Input = objectMembers(s, i)
 	}
 	c.Command = commandOf(c.Input)
+}
+
+// objectMembers reads the members of the valid JSON object at s[i]. A
+// repeated key keeps its last value, as in encoding/json.
+func objectMembers(s string, i int) map[string]any {
+	m := map[string]any{}
+	i = skipSpace(s, i+1)
+	for s[i] != '}' {
+		end := stringEnd(s, i)
+		key := unquoteJSON(s[i:end])
+		i = skipSpace(s, skipSpace(s, end)+1) // past the colon
+		var v any
+		switch s[i] {
+		case '"':
+			end = stringEnd(s, i)
+			v = unquoteJSON(s[i:end])
+		case '[':
+			var elems []any
+			end = skipSpace(s, i+1)
+			for s[end] != ']' {
+				var e any
+				j := valueEnd(s, end)
+				if s[end] == '"' {
+					e = unquoteJSON(s[end:j])
+				}
+				elems = append(elems, e)
+				if end = skipSpace(s, j); s[end] == ',' {
+					end = skipSpace(s, end+1)
+				}
+			}
+			v, end = elems, end+1
+			if elems == nil {
+				v = []any{}
+			}
+		default:
+			end = valueEnd(s, i)
+		}
+		m[key] = v
+		if i = skipSpace(s, end); s[i] == ',' {
+			i = skipSpace(s, i+1)
+		}
+	}
+	return m
+}
+
+// unquoteJSON returns the value of a valid JSON string token, as
+// encoding/json unquotes it: escapes decoded, a lone or broken surrogate
+// and each byte of invalid UTF-8 replaced by U+FFFD.
+func unquoteJSON(tok string) string {
+	body := tok[1 : len(tok)-1]
+	if !strings.Contains(body, `\`) && utf8.ValidString(body) {
+		return body
+	}
+	var b strings.Builder
+	b.Grow(len(body))
+	for i := 0; i < len(body); {
+		c := body[i]
+		switch {
+		case c == '\\':
+			switch e := body[i+1]; e {
+			case 'b':
+				b.WriteByte('\b')
+			case 'f':
+				b.WriteByte('\f')
+			case 'n':
+				b.WriteByte('\n')
+			case 'r':
+				b.WriteByte('\r')
+			case 't':
+				b.WriteByte('\t')
+			case 'u':
+				r := hex4(body[i+2:])
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if dec := utf16.DecodeRune(r, escapedRune(body[i:])); dec != unicode.ReplacementChar {
+						b.WriteRune(dec)
+						i += 6
+						continue
+					}
+					r = unicode.ReplacementChar
+				}
+				b.WriteRune(r)
+				continue
+			default: // " \ /
+				b.WriteByte(e)
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			b.WriteByte(c)
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(body[i:])
+			b.WriteRune(r) // RuneError for an invalid byte
+			i += size
+		}
+	}
+	return b.String()
+}
+
+// escapedRune returns the rune of a \uXXXX escape at the start of s, or -1.
+func escapedRune(s string) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	return hex4(s[2:])
+}
+
+// hex4 returns the value of the four hex digits that start s, or -1.
+func hex4(s string) rune {
+	if len(s) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range []byte(s[:4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// maxJSONDepth is encoding/json's bound on nested arrays and objects.
+const maxJSONDepth = 10000
+
+// decodable reports whether json.Unmarshal into an any accepts s: s is
+// one valid JSON value, nested at most maxJSONDepth deep, whose numbers
+// all fit a float64 (1e400 is valid JSON that it refuses).
+func decodable(s string) bool {
+	i, ok := scanValue(s, skipSpace(s, 0), 0)
+	return ok && skipSpace(s, i) == len(s)
+}
+
+// scanValue checks the JSON value at s[i], inside depth arrays and
+// objects, and returns its end.
+func scanValue(s string, i, depth int) (int, bool) {
+	if i >= len(s) {
+		return i, false
+	}
+	switch c := s[i]; {
+	case c == '{' || c == '[':
+		if depth == maxJSONDepth {
+			return i, false
+		}
+		closing := byte('}')
+		if c == '[' {
+			closing = ']'
+		}
+		if i = skipSpace(s, i+1); i < len(s) && s[i] == closing {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if closing == '}' {
+				if i >= len(s) || s[i] != '"' {
+					return i, false
+				}
+				if i, ok = scanString(s, i); !ok {
+					return i, false
+				}
+				if i = skipSpace(s, i); i >= len(s) || s[i] != ':' {
+					return i, false
+				}
+				i = skipSpace(s, i+1)
+			}
+			if i, ok = scanValue(s, i, depth+1); !ok {
+				return i, false
+			}
+			switch i = skipSpace(s, i); {
+			case i < len(s) && s[i] == ',':
+				i = skipSpace(s, i+1)
+			case i < len(s) && s[i] == closing:
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '"':
+		return scanString(s, i)
+	case c == '-' || '0' <= c && c <= '9':
+		return scanNumber(s, i)
+	}
+	for _, lit := range []string{"true", "false", "null"} {
+		if strings.HasPrefix(s[i:], lit) {
+			return i + len(lit), true
+		}
+	}
+	return i, false
+}
+
+// scanString checks the JSON string at s[i] and returns its end. Bytes of
+// invalid UTF-8 are allowed, as encoding/json allows them.
+func scanString(s string, i int) (int, bool) {
+	for i++; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			return i + 1, true
+		case c < ' ':
+			return i, false
+		case c == '\\':
+			if i+1 >= len(s) {
+				return i, false
+			}
+			switch s[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if hex4(s[i+2:]) < 0 {
+					return i, false
+				}
+				i += 5
+			default:
+				return i, false
+			}
+		}
+	}
+	return i, false
+}
+
+// scanNumber checks the JSON number at s[i], and that it fits a float64,
+// and returns its end.
+func scanNumber(s string, i int) (int, bool) {
+	start := i
+	if s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && '1' <= s[i] && s[i] <= '9':
+		i = digits(s, i)
+	default:
+		return i, false
+	}
+	if i < len(s) && s[i] == '.' {
+		j := digits(s, i+1)
+		if j == i+1 {
+			return j, false
+		}
+		i = j
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := digits(s, i)
+		if j == i {
+			return j, false
+		}
+		i = j
+	}
+	_, err := strconv.ParseFloat(s[start:i], 64)
+	return i, err == nil
+}
+
+// skipSpace skips JSON white space from s[i].
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the end of the valid JSON string token at s[i].
+func stringEnd(s string, i int) int {
+	for i++; ; i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+}
+
+// valueEnd returns the end of the valid JSON value at s[i].
+func valueEnd(s string, i int) int {
+	switch s[i] {
+	case '"':
+		return stringEnd(s, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch s[i] {
+			case '"':
+				i = stringEnd(s, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(s) && !strings.ContainsRune(",}] \t\n\r", rune(s[i])) {
+		i++
+	}
+	return i
 }
 
 // commandOf finds a shell command in a tool input: "command" or "cmd" as a

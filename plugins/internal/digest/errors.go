@@ -3,6 +3,8 @@ package digest
 import (
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -17,11 +19,6 @@ type ErrorNote struct {
 	// Text is the telling lines of the output, verbatim.
 	Text string
 }
-
-// errorLine matches the lines that carry a failure in tool output:
-// compiler and tool diagnostics, test failures, exceptions, panics and
-// non-zero exits as the common agents report them.
-var errorLine = regexp.MustCompile(`(?i)^\S+:\d+:\d+: |^(?:error|fatal|panic)\b[:\[ ]|^\S*(?:error|exception)\b:|^(?:--- )?FAIL\b|^npm ERR!|: (?:error|fatal error)\b|\berror (?:TS|CS)\d+|command not found|no such file or directory|^Traceback \(most recent call last\)|exit (?:status|code):? [1-9]|exited with code [1-9]|<returncode>[1-9]`)
 
 // Errors returns the errors msgs show, oldest first. Outputs of tools that
 // show file content or search results are only counted when flagged as
@@ -78,11 +75,18 @@ func sortNotes(ns []ErrorNote) {
 // flagged result with no such line gives its first non-empty lines.
 func errorExcerpt(output string, flagged bool) string {
 	var hits []string
-	for rest := output; rest != ""; {
-		var line string
-		line, rest, _ = strings.Cut(rest, "\n")
-		t := strings.TrimSpace(line)
-		if t == "" || !mayBeErrorLine(t) || !errorLine.MatchString(t) {
+	for pos := 0; pos < len(output); {
+		start, end, ok := nextCandidate(output, pos)
+		if !ok {
+			break
+		}
+		pos = end + 1
+		rest := ""
+		if pos < len(output) {
+			rest = output[pos:]
+		}
+		t := strings.TrimSpace(output[start:end])
+		if !isErrorLine(t) {
 			continue
 		}
 		if strings.HasPrefix(t, "Traceback") {
@@ -114,94 +118,181 @@ func errorExcerpt(output string, flagged bool) string {
 	return strings.Join(hits, "\n")
 }
 
-// mayBeErrorLine reports whether line could match errorLine: whether it
-// has what one of the regexp's alternatives cannot match without, checked
-// byte by byte in any ASCII case. It is a necessary condition that costs one
-// pass over the line, so the regexp runs only on the few lines that may
-// match: most tool output, code that mentions errors included, is not a
-// failure. Keep it in step with errorLine; TestErrorLinePrefilter checks it
-// against the regexp.
+// nextCandidate finds the first line of s, from the line that starts at
+// pos, that isErrorLine could accept once trimmed: one that starts with a
+// word isErrorLine looks for at the start, or holds a word it looks for
+// anywhere, or a position ":line:col: ". It returns the line's bounds,
+// newline excluded. It looks at each byte once, most through a table:
+// most lines are none of these. The words it compares (with hasWord) hold
+// no 'k' or 's', the letters whose (?i) folds leave ASCII, so "traceba"
+// stands for Traceback and "file or directory" for "no such file or
+// directory".
+func nextCandidate(s string, pos int) (start, end int, ok bool) {
+	for pos < len(s) {
+		start, i := pos, pos
+		for i < len(s) { // as strings.TrimSpace trims the line's start
+			if c := s[i]; c < utf8.RuneSelf {
+				if c != ' ' && c != '\t' && c != '\v' && c != '\f' && c != '\r' {
+					break
+				}
+				i++
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if !unicode.IsSpace(r) {
+				break
+			}
+			i += size
+		}
+		found := false
+		for _, w := range anchoredWords {
+			if hasWord(s[i:], w) {
+				found = true
+				break
+			}
+		}
+		for ; !found && i < len(s); i++ {
+			c := candidateByte[s[i]]
+			if c == 0 {
+				continue
+			}
+			if c == '\n' {
+				break
+			}
+			found = i+1 < len(s) && candidateNext[c][s[i+1]] && candidateAt(s[i:])
+		}
+		if found {
+			end = strings.IndexByte(s[i:], '\n')
+			if end < 0 {
+				return start, len(s), true
+			}
+			return start, i + end, true
+		}
+		pos = i + 1
+	}
+	return 0, 0, false
+}
+
+// anchoredWords start the alternatives of isErrorLine anchored at the
+// start of a line (but for file:line:col, found by candidateAt).
+var anchoredWords = []string{"error", "fatal", "panic", "fail", "--- fail", "npm err!", "traceba"}
+
+// candidateByte marks the newline and the first bytes of what candidateAt
+// accepts, and candidateNext the second bytes that may follow them: the
+// loop calls candidateAt only past both tables.
+var (
+	candidateByte = [256]byte{'\n': '\n', 'e': 'e', 'E': 'e', 'c': 'c', 'C': 'c', 'f': 'f', 'F': 'f', '<': '<', ':': ':'}
+	candidateNext = [256]*[256]bool{
+		'e': {'r': true, 'R': true, 'x': true, 'X': true},
+		'c': {'o': true, 'O': true},
+		'f': {'i': true, 'I': true},
+		'<': {'r': true, 'R': true},
+		':': {'0': true, '1': true, '2': true, '3': true, '4': true, '5': true, '6': true, '7': true, '8': true, '9': true},
+	}
+)
+
+// candidateAt reports whether s starts with a word isErrorLine looks for
+// anywhere in a line, or with a position ":line:col: ".
+func candidateAt(s string) bool {
+	switch candidateByte[s[0]] {
+	case 'e':
+		return hasWord(s, "error") || hasWord(s, "exit") || hasWord(s, "exception")
+	case 'c':
+		return hasWord(s, "command not found")
+	case 'f':
+		return hasWord(s, "file or directory")
+	case '<':
+		return hasWord(s, "<returncode>")
+	case ':':
+		i := digits(s, 1)
+		if i == 1 || i == len(s) || s[i] != ':' {
+			return false
+		}
+		j := digits(s, i+1)
+		return j > i+1 && j+1 < len(s) && s[j] == ':' && s[j+1] == ' '
+	}
+	return false
+}
+
+// digits returns the end of the run of ASCII digits of s that starts at i.
+func digits(s string, i int) int {
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// isErrorLine reports whether line, trimmed, carries a failure: a
+// compiler or tool diagnostic, a test failure, an exception, a panic or a
+// non-zero exit as the common agents report them. It matches what this
+// regexp matches (TestErrorLine checks it against it), without running a
+// regexp on every line of every shell output, which was most of the time
+// of an offline summary:
 //
-// The words compared avoid 'k' and 's': under (?i) those also match the
-// Kelvin sign and the long s, which an ASCII comparison would miss. So
-// "traceba" stands for "Traceback" and "file or directory" for "no such
-// file or directory"; "exit " and "exit status" are checked up to the 's'.
-func mayBeErrorLine(line string) bool {
+//	(?i)^\S+:\d+:\d+: |^(?:error|fatal|panic)\b[:\[ ]|^\S*(?:error|exception)\b:|
+//	^(?:--- )?FAIL\b|^npm ERR!|: (?:error|fatal error)\b|\berror (?:TS|CS)\d+|
+//	command not found|no such file or directory|^Traceback \(most recent call last\)|
+//	exit (?:status|code):? [1-9]|exited with code [1-9]|<returncode>[1-9]
+//
+// Letters match in either case, and as (?i) folds them 'k' also matches the
+// Kelvin sign and 's' the long s (see foldPrefix).
+func isErrorLine(line string) bool {
 	if line == "" {
 		return false
 	}
-	// The alternatives anchored at the start of the line:
-	// ^(?:error|fatal|panic)\b, ^(?:--- )?FAIL\b, ^npm ERR!, ^Traceback.
-	switch lower(line[0]) {
-	case 'e':
-		if hasWord(line, "error") {
-			return true
-		}
-	case 'f':
-		if hasWord(line, "fatal") || hasWord(line, "fail") {
-			return true
-		}
-	case 'p':
-		if hasWord(line, "panic") {
-			return true
-		}
-	case '-':
-		if hasWord(line, "--- fail") {
-			return true
-		}
-	case 'n':
-		if hasWord(line, "npm err!") {
-			return true
-		}
-	case 't':
-		if hasWord(line, "traceba") {
+	// The alternatives anchored at the start of the line.
+	for _, w := range []string{"error", "fatal", "panic"} {
+		if n := foldPrefix(line, w); n > 0 && n < len(line) && (line[n] == ':' || line[n] == '[' || line[n] == ' ') {
 			return true
 		}
 	}
-	// ^\S+:\d+:\d+: and ^\S*(?:error|exception)\b: need what comes
-	// before the first white space.
-	word := 0
+	for _, w := range []string{"fail", "--- fail"} {
+		if n := foldPrefix(line, w); n > 0 && (n == len(line) || !isWordByte(line[n])) {
+			return true
+		}
+	}
+	if foldPrefix(line, "npm err!") > 0 || foldPrefix(line, "traceback (most recent call last)") > 0 {
+		return true
+	}
+	word := 0 // the end of ^\S*
 	for word < len(line) && !isSpace(line[word]) {
 		word++
 	}
-	if fileLineCol(line[:word]) && word < len(line) && line[word] == ' ' {
+	if word < len(line) && line[word] == ' ' && fileLineCol(line[:word]) {
 		return true
 	}
 	for i := 0; i < len(line); i++ {
-		if !errorWordStart[line[i]] {
-			continue
-		}
 		rest := line[i:]
 		switch lower(line[i]) {
 		case 'e':
-			switch {
-			case hasWord(rest, "error"):
-				// ^\S*error\b:, : error\b, : fatal error\b, \berror (?:TS|CS)\d+
-				if i < word && hasWord(rest[5:], ":") || hasSuffixWord(line[:i], ": ") || hasSuffixWord(line[:i], ": fatal ") ||
-					hasWord(rest[5:], " t") || hasWord(rest[5:], " c") {
-					return true
-				}
-			case hasWord(rest, "exception:"): // ^\S*exception\b:
-				if i < word {
-					return true
-				}
-			case hasWord(rest, "exit "): // exit (?:status|code):? [1-9]
+			if i < word && (foldPrefix(rest, "error:") > 0 || foldPrefix(rest, "exception:") > 0) {
 				return true
-			case hasWord(rest, "exited with code "): // exited with code [1-9]
-				if nonZeroDigit(rest, len("exited with code ")) {
+			}
+			if (i == 0 || !isWordByte(line[i-1])) && errorCode(rest) {
+				return true
+			}
+			if n := foldPrefix(rest, "exit "); n > 0 && exitStatus(rest[n:]) {
+				return true
+			}
+			if n := foldPrefix(rest, "exited with code "); n > 0 && nonZeroDigit(rest, n) {
+				return true
+			}
+		case ':':
+			for _, w := range []string{": error", ": fatal error"} {
+				if n := foldPrefix(rest, w); n > 0 && (n == len(rest) || !isWordByte(rest[n])) {
 					return true
 				}
 			}
 		case 'c':
-			if hasWord(rest, "command not found") {
+			if foldPrefix(rest, "command not found") > 0 {
 				return true
 			}
-		case 'f':
-			if hasWord(rest, "file or directory") {
+		case 'n':
+			if foldPrefix(rest, "no such file or directory") > 0 {
 				return true
 			}
 		case '<':
-			if hasWord(rest, "<returncode>") && nonZeroDigit(rest, len("<returncode>")) {
+			if n := foldPrefix(rest, "<returncode>"); n > 0 && nonZeroDigit(rest, n) {
 				return true
 			}
 		}
@@ -209,9 +300,63 @@ func mayBeErrorLine(line string) bool {
 	return false
 }
 
-// errorWordStart marks the first bytes of the words mayBeErrorLine looks
-// for anywhere in a line.
-var errorWordStart = [256]bool{'e': true, 'E': true, 'c': true, 'C': true, 'f': true, 'F': true, '<': true}
+// errorCode reports whether s starts with "error TS1234" or "error CS1234"
+// (?i): error (?:TS|CS)\d+.
+func errorCode(s string) bool {
+	n := foldPrefix(s, "error ")
+	if n < 0 || n == len(s) || (lower(s[n]) != 't' && lower(s[n]) != 'c') {
+		return false
+	}
+	m := foldPrefix(s[n+1:], "s")
+	return m > 0 && n+1+m < len(s) && isDigit(s[n+1+m])
+}
+
+// exitStatus reports whether s, what follows "exit ", is (?i)(?:status|code):? [1-9].
+func exitStatus(s string) bool {
+	n := foldPrefix(s, "status")
+	if n < 0 {
+		n = foldPrefix(s, "code")
+	}
+	if n < 0 {
+		return false
+	}
+	if n < len(s) && s[n] == ':' {
+		n++
+	}
+	return n < len(s) && s[n] == ' ' && nonZeroDigit(s, n+1)
+}
+
+// foldPrefix returns the length of the prefix of s that matches pattern
+// (lower case ASCII) as (?i) matches it, or -1. A letter matches its upper
+// case too, 'k' also the Kelvin sign K and 's' the long s ſ, the only
+// letters whose case folding leaves ASCII; other bytes match themselves.
+func foldPrefix(s, pattern string) int {
+	n := 0
+	for i := 0; i < len(pattern); i++ {
+		if n == len(s) {
+			return -1
+		}
+		switch c := pattern[i]; {
+		case lower(s[n]) == c:
+			n++
+		case c == 'k' && strings.HasPrefix(s[n:], "\u212a"):
+			n += len("\u212a")
+		case c == 's' && strings.HasPrefix(s[n:], "\u017f"):
+			n += len("\u017f")
+		default:
+			return -1
+		}
+	}
+	return n
+}
+
+// isWordByte reports whether c is a word character of \b: [0-9A-Za-z_].
+// A byte of a multi-byte character is not.
+func isWordByte(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= lower(c) && lower(c) <= 'z' || c == '_'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // fileLineCol reports whether word, a line's first word, is a diagnostic's
 // position: something, then ":line:col:".

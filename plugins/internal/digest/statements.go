@@ -34,24 +34,21 @@ var (
 
 // Decisions returns the assistant's sentences that state a decision.
 func Decisions(msgs []abi.Message) []Statement {
-	var out []Statement
-	for i, m := range msgs {
-		if m.Role != abi.RoleAssistant {
-			continue
-		}
-		for _, s := range sentences(textOf(m)) {
-			if hasMarker(s, decisionMarkers) {
-				out = appendStatement(out, Statement{i, s})
-			}
-		}
-	}
-	return out
+	decisions, _ := assistantStatements(msgs)
+	return decisions
 }
 
 // OpenItems returns what the conversation leaves open: assistant sentences
 // that mark unfinished work anywhere, and the announced next steps of the
 // last assistant message that has text.
 func OpenItems(msgs []abi.Message) []Statement {
+	_, open := assistantStatements(msgs)
+	return open
+}
+
+// assistantStatements returns Decisions and OpenItems from one pass over
+// the assistant's sentences.
+func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == abi.RoleAssistant && strings.TrimSpace(textOf(msgs[i])) != "" {
@@ -59,18 +56,21 @@ func OpenItems(msgs []abi.Message) []Statement {
 			break
 		}
 	}
-	var out []Statement
 	for i, m := range msgs {
 		if m.Role != abi.RoleAssistant {
 			continue
 		}
 		for _, s := range sentences(textOf(m)) {
-			if hasMarker(s, openMarkers) || (i == last && hasMarker(s, intentMarkers)) {
-				out = appendStatement(out, Statement{i, s})
+			lower := strings.ToLower(s)
+			if hasMarker(lower, decisionMarkers) {
+				decisions = appendStatement(decisions, Statement{i, s})
+			}
+			if hasMarker(lower, openMarkers) || (i == last && hasMarker(lower, intentMarkers)) {
+				open = appendStatement(open, Statement{i, s})
 			}
 		}
 	}
-	return out
+	return decisions, open
 }
 
 // Constraints returns the sentences of the user's requests that set rules.
@@ -81,7 +81,7 @@ func constraintsOf(reqs []Request) []Statement {
 	var out []Statement
 	for _, r := range reqs {
 		for _, s := range sentences(r.Text) {
-			if hasMarker(s, constraintMarkers) {
+			if hasMarker(strings.ToLower(s), constraintMarkers) {
 				out = appendStatement(out, Statement{r.Index, s})
 			}
 		}
@@ -98,8 +98,9 @@ func appendStatement(list []Statement, s Statement) []Statement {
 	return append(list, s)
 }
 
-func hasMarker(s string, markers []string) bool {
-	lower := strings.ToLower(s)
+// hasMarker reports whether lower, a sentence in lower case, holds one of
+// markers.
+func hasMarker(lower string, markers []string) bool {
 	for _, m := range markers {
 		if strings.Contains(lower, m) {
 			return true
