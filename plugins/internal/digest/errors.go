@@ -81,17 +81,13 @@ func errorExcerpt(output string, flagged bool) string {
 			break
 		}
 		pos = end + 1
-		rest := ""
-		if pos < len(output) {
-			rest = output[pos:]
-		}
 		t := strings.TrimSpace(output[start:end])
 		if !isErrorLine(t) {
 			continue
 		}
 		if strings.HasPrefix(t, "Traceback") {
 			// The exception itself is the last line of the traceback.
-			for next := rest; next != ""; {
+			for next := output[min(pos, len(output)):]; next != ""; {
 				var l string
 				l, next, _ = strings.Cut(next, "\n")
 				if u := strings.TrimSpace(l); u != "" && !strings.HasPrefix(l, " ") {
