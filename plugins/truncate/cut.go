@@ -113,7 +113,7 @@ func cut(content []byte, category string, budget, headLines, tailLines int) *abi
 
 func (o output) response(category, nl string, level int) *abi.TruncateResponse {
 	c := o.content
-	headFull := bytes.Count(c[:o.headEnd], []byte{'\n'})
+	headFull := countNewlines(c[:o.headEnd])
 	tailFull := 0
 	if o.tailStart < len(c) && (o.tailStart == 0 || c[o.tailStart-1] == '\n') {
 		tailFull = countLines(c[o.tailStart:])
@@ -182,7 +182,7 @@ func group(n int) string {
 
 // countLines counts lines, a last line without a newline included.
 func countLines(b []byte) int {
-	n := bytes.Count(b, []byte{'\n'})
+	n := countNewlines(b)
 	if len(b) > 0 && b[len(b)-1] != '\n' {
 		n++
 	}

@@ -1,0 +1,7 @@
+//go:build !wasm
+
+package truncate
+
+import "bytes"
+
+func countNewlines(b []byte) int { return bytes.Count(b, []byte{'\n'}) }
