@@ -514,8 +514,17 @@ func (l *limitedMemory) Reallocate(size uint64) []byte {
 		return l.buf
 	}
 	// Grow geometrically like append, bounded by the limit, so a module
-	// growing page by page does not copy its memory each time.
-	newCap := min(max(size, uint64(cap(l.buf))*2), l.limit)
+	// growing page by page does not copy its memory each time. The first
+	// allocation, at instantiation, keeps room for four times the initial
+	// memory: a Go module starts at about 3 MiB and grows to 6–17 MiB in
+	// a large summary, and every growth is a copy and a large allocation
+	// in the host's heap in the middle of a call, which could set off the
+	// host's GC and turn a 7 ms call into a 30 ms one.
+	newCap := max(size, uint64(cap(l.buf))*2)
+	if l.buf == nil {
+		newCap = size * 4
+	}
+	newCap = min(newCap, l.limit)
 	buf := make([]byte, size, newCap)
 	copy(buf, l.buf)
 	l.buf = buf
