@@ -29,7 +29,8 @@ var (
 	// ErrTrap: a wasm plugin trapped or exited during a call.
 	ErrTrap = pluginapi.ErrTrap
 	// ErrDeadlineExceeded: the call's context ended first. The instance
-	// (wasm) or process was killed.
+	// (wasm) or process was killed; a built-in's instance is abandoned
+	// instead and closed once its code returns.
 	ErrDeadlineExceeded = pluginapi.ErrDeadlineExceeded
 	// ErrMemoryLimit: a wasm plugin needed more memory than its limit.
 	ErrMemoryLimit = pluginapi.ErrMemoryLimit
