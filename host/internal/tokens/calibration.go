@@ -10,8 +10,13 @@ const (
 )
 
 // minSlopeStep is the smallest change of the estimate between two reports
-// that measures a slope: below it, noise in the reports dominates.
+// that measures a slope, whatever the context's size.
 const minSlopeStep = 200
+
+// seedMaxRatio is the largest first ratio read as a tokenizer
+// difference. Tokenizers differ from chars/4 by tens of percent; a first
+// report several times the estimate is a prompt the estimate never saw.
+const seedMaxRatio = 1.5
 
 // Calibration corrects estimates with what a provider reports:
 //
@@ -20,24 +25,23 @@ const minSlopeStep = 200
 // Factor is the tokenizer's ratio to the estimator; Offset is what every
 // request carries that the estimate never sees (a system prompt or tool
 // schemas outside the session). A factor alone would read a fixed 40,000-
-// token system prompt as a ratio, and be far off again once a compaction
-// shrinks the context.
+// token system prompt as a ratio, and be far off once a compaction shrinks
+// the context.
 //
-// The first report sets Factor to its ratio, clamped to [0.5, 3.0]; what
-// the clamp leaves over becomes Offset. Each later report whose estimate
-// moved by a measurable step gives a slope (Δreported / Δestimated),
-// clamped the same way, that Factor follows as an exponential moving
-// average with alpha 0.2 — or takes outright when the first ratio had to
-// be clamped, a sign the first report was mostly offset. Offset is then
-// what the latest report leaves after Factor, so the estimate at the
-// latest size is exact. The zero value is identity.
+// The first report sets Factor to its ratio when that is a plausible
+// tokenizer ratio (at most 1.5); a larger first ratio sets Factor to 1 and
+// puts the difference in Offset. A later report whose estimate moved by a
+// fifth of the context or more (a compaction, a large tool output) gives
+// a slope, Δreported / Δestimated, clamped to [0.5, 3.0], that Factor
+// follows as an exponential moving average with alpha 0.2; smaller steps
+// measure the noise of single messages, not the slope. Offset follows each
+// report's residual by the same average, so one odd report moves the
+// estimate a fifth of the way, not all of it. The zero value is identity.
 type Calibration struct {
 	factor, offset float64
 	samples        int
 	lastEst        int
 	lastRep        int
-	clampedFirst   bool
-	slopes         int
 }
 
 // Factor is the current multiplier for estimates.
@@ -64,19 +68,19 @@ func (c *Calibration) Observe(estimated, reported int) {
 	}
 	est, rep := float64(estimated), float64(reported)
 	if c.samples == 0 {
-		ratio := rep / est
-		c.factor = clampFactor(ratio)
-		c.clampedFirst = c.factor != ratio
-	} else if step := estimated - c.lastEst; abs(step) >= max(minSlopeStep, estimated/50) {
-		slope := clampFactor(float64(reported-c.lastRep) / float64(step))
-		if c.slopes == 0 && c.clampedFirst {
-			c.factor = slope
+		if ratio := rep / est; ratio <= seedMaxRatio {
+			c.factor = clampFactor(ratio)
 		} else {
+			c.factor = 1
+		}
+		c.offset = rep - c.factor*est
+	} else {
+		if step := estimated - c.lastEst; abs(step) >= max(minSlopeStep, max(estimated, c.lastEst)/5) {
+			slope := clampFactor(float64(reported-c.lastRep) / float64(step))
 			c.factor = (1-CalibrationAlpha)*c.factor + CalibrationAlpha*slope
 		}
-		c.slopes++
+		c.offset = (1-CalibrationAlpha)*c.offset + CalibrationAlpha*(rep-c.factor*est)
 	}
-	c.offset = rep - c.factor*est
 	c.samples++
 	c.lastEst, c.lastRep = estimated, reported
 }

@@ -53,30 +53,32 @@ func TestCalibration(t *testing.T) {
 	}
 	c.Observe(1000, 1300)
 	if math.Abs(c.Factor()-1.3) > 1e-9 || c.Offset() != 0 || c.Apply(1000) != 1300 {
-		t.Errorf("first sample sets the factor: %v offset %d", c.Factor(), c.Offset())
+		t.Errorf("a plausible first ratio sets the factor: %v offset %d", c.Factor(), c.Offset())
 	}
-	// A step of the estimate measures a slope the factor follows by EMA.
+	// A step of a fifth of the context or more measures a slope, which the
+	// factor follows by EMA; the offset follows the residual by EMA.
 	c.Observe(2000, 3100) // slope 1.8
-	if want := 0.8*1.3 + 0.2*1.8; math.Abs(c.Factor()-want) > 1e-9 {
-		t.Errorf("EMA: got %v want %v", c.Factor(), want)
+	wantF := 0.8*1.3 + 0.2*1.8
+	if math.Abs(c.Factor()-wantF) > 1e-9 {
+		t.Errorf("EMA: got %v want %v", c.Factor(), wantF)
 	}
-	if c.Apply(2000) != 3100 {
-		t.Errorf("the latest report is not reproduced: %d", c.Apply(2000))
+	if want := 0.2 * (3100 - wantF*2000); math.Abs(float64(c.Offset())-want) > 1 {
+		t.Errorf("offset %d, want %.0f", c.Offset(), want)
 	}
 	// A step too small to measure leaves the factor alone.
 	f := c.Factor()
 	c.Observe(2050, 3200)
-	if c.Factor() != f || c.Apply(2050) != 3200 {
+	if c.Factor() != f {
 		t.Errorf("small step moved the factor: %v", c.Factor())
 	}
-	for range 50 {
-		c.Observe(c.lastEst+1000, c.lastRep+100000)
+	for range 60 {
+		c.Observe(c.lastEst*2, c.lastRep*2+c.lastEst*10)
 	}
 	if c.Factor() > CalibrationMax || c.Factor() < 2.99 {
 		t.Errorf("factor not held at the clamp: %v", c.Factor())
 	}
 	var d Calibration
-	d.Observe(1000, 1)
+	d.Observe(1000, 400)
 	if d.Factor() != CalibrationMin {
 		t.Errorf("factor not clamped low: %v", d.Factor())
 	}
@@ -84,6 +86,27 @@ func TestCalibration(t *testing.T) {
 	d.Observe(5, 0)
 	if d.Samples() != 1 {
 		t.Errorf("empty reports must be ignored")
+	}
+}
+
+// One odd report (a provider counting something twice, a replay's
+// artifact) moves the estimate a fifth of the way, not all of it.
+func TestCalibrationResistsOneOutlier(t *testing.T) {
+	var c Calibration
+	for i := 0; i < 5; i++ {
+		c.Observe(100000+i*1000, 110000+i*1100)
+	}
+	before := c.Apply(106000)
+	c.Observe(106000, 220000) // twice the truth
+	after := c.Apply(106000)
+	if jump := float64(after-before) / float64(before); jump > 0.25 {
+		t.Fatalf("one outlier moved the estimate by %.0f%%", 100*jump)
+	}
+	for i := 0; i < 15; i++ {
+		c.Observe(107000+i*1000, (107000+i*1000)*11/10)
+	}
+	if got, want := c.Apply(125000), 137500; math.Abs(float64(got-want))/float64(want) > 0.02 {
+		t.Errorf("did not recover from the outlier: %d, want %d", got, want)
 	}
 }
 
