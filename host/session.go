@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -440,4 +441,30 @@ func (s *Session) applyPrune(i, bi int, text string) {
 	for j := i + 1; j < len(s.cum); j++ {
 		s.cum[j] += delta
 	}
+}
+
+// IsSessionLog reports whether data is a session log of this package,
+// whose compactions and prunes only the engine can replay: its first line
+// is an entry {"type":"message","message":{...}} (or compaction, prune,
+// undo). Other JSONL formats have "type" too, never with such a body.
+func IsSessionLog(data []byte) bool {
+	line := data
+	if i := bytes.IndexByte(data[:min(len(data), 4<<20)], '\n'); i >= 0 {
+		line = data[:i]
+	}
+	var entry map[string]json.RawMessage
+	if json.Unmarshal(line, &entry) != nil {
+		return false
+	}
+	var typ string
+	if json.Unmarshal(entry["type"], &typ) != nil {
+		return false
+	}
+	switch typ {
+	case EntryMessage, EntryCompaction, EntryPrune, EntryUndo:
+		body := bytes.TrimSpace(entry[typ])
+		_, hasRole := entry["role"]
+		return len(body) > 0 && body[0] == '{' && !hasRole
+	}
+	return false
 }

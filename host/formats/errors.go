@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/compact-host/compact-host/internal/jsontype"
 )
 
 // ErrUnknownFormat is returned by Detect and Read when the input matches no
@@ -79,28 +81,9 @@ func jsonReason(err error) string {
 		if field == "" {
 			field = "value"
 		}
-		return fmt.Sprintf("%s: expected %s, got JSON %s", field, goTypeName(te), te.Value)
+		return fmt.Sprintf("%s: expected %s, got JSON %s", field, jsontype.Expected(te), te.Value)
 	}
 	return err.Error()
-}
-
-func goTypeName(te *json.UnmarshalTypeError) string {
-	if te.Type == nil {
-		return "another type"
-	}
-	switch te.Type.Kind().String() {
-	case "string":
-		return "a string"
-	case "struct", "map":
-		return "an object"
-	case "slice", "array":
-		return "an array"
-	case "bool":
-		return "a boolean"
-	case "int", "int64", "int32", "float64", "float32", "uint", "uint64":
-		return "a number"
-	}
-	return te.Type.String()
 }
 
 // lineOf returns the 1-based line that byte offset off of data falls on.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/compact-host/compact-host/host"
@@ -278,7 +277,7 @@ func (a *app) loadInput(e *host.Engine, path, format string, appendLog bool) (*i
 		return nil, withCode(ExitInput, fmt.Errorf("read %s: %w", path, err))
 	}
 	if format == "" || format == formats.Canonical {
-		if isSessionLog(data) {
+		if host.IsSessionLog(data) {
 			s, err := a.loadLog(e, path, data, appendLog)
 			if err != nil {
 				return nil, err
@@ -308,17 +307,6 @@ func (a *app) loadInput(e *host.Engine, path, format string, appendLog bool) (*i
 		return nil, withCode(ExitInput, fmt.Errorf("%s: %w", path, err))
 	}
 	return in, nil
-}
-
-// isSessionLog reports whether data is compact-host's own session log: its
-// first line is an entry {"type":"message"|"compaction"|...}.
-func isSessionLog(data []byte) bool {
-	line := data
-	if i := strings.IndexByte(string(data[:min(len(data), 1<<20)]), '\n'); i >= 0 {
-		line = data[:i]
-	}
-	s := strings.TrimSpace(string(line))
-	return strings.HasPrefix(s, `{"type":"message"`) || strings.HasPrefix(s, `{"type":"compaction"`) || strings.HasPrefix(s, `{"type":"prune"`)
 }
 
 // loadLog replays a session log; a log on stdin is spooled to a file.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/spf13/cobra"
@@ -122,6 +124,25 @@ func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []strin
 		fmt.Fprintf(w, "skipped %d %q records\n", v, k)
 	}
 	return nil
+}
+
+// readArg reads the file named by the first argument, or stdin when there
+// is none or it is "-".
+func readArg(g *globals, args []string) ([]byte, error) {
+	var r io.Reader = g.io.In
+	if p := argOr(args, "-"); p != "-" {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, withCode(ExitInput, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, withCode(ExitInput, err)
+	}
+	return data, nil
 }
 
 func argOr(args []string, def string) string {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/spf13/cobra"
@@ -48,18 +46,9 @@ func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string)
 	order := []string{"chars", "o200k", "cl100k"}
 	var chars int
 	if o.text {
-		var r io.Reader = g.io.In
-		if p := argOr(args, "-"); p != "-" {
-			f, err := os.Open(p)
-			if err != nil {
-				return withCode(ExitInput, err)
-			}
-			defer f.Close()
-			r = f
-		}
-		data, err := io.ReadAll(r)
+		data, err := readArg(g, args)
 		if err != nil {
-			return withCode(ExitInput, err)
+			return err
 		}
 		chars = len([]rune(string(data)))
 		for _, mode := range order {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 )
@@ -54,18 +52,9 @@ func runTruncate(ctx context.Context, g *globals, o *truncateOptions, args []str
 	if err != nil {
 		return err
 	}
-	var r io.Reader = g.io.In
-	if p := argOr(args, "-"); p != "-" {
-		f, err := os.Open(p)
-		if err != nil {
-			return withCode(ExitInput, err)
-		}
-		defer f.Close()
-		r = f
-	}
-	data, err := io.ReadAll(r)
+	data, err := readArg(g, args)
 	if err != nil {
-		return withCode(ExitInput, err)
+		return err
 	}
 	category := o.category
 	if category == "" {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/compact-host/compact-host/internal/jsontype"
 )
 
 // Error codes of the API, in the "code" of an error body. They are part of
@@ -87,7 +89,7 @@ func bodyError(body []byte, err error) *apiError {
 		if field == "" {
 			return errorf(http.StatusBadRequest, CodeBadJSON, "the body must be a JSON object, not %s", te.Value)
 		}
-		return badRequest("%s: expected %s, got JSON %s", field, kindName(te), te.Value)
+		return badRequest("%s: expected %s, got JSON %s", field, jsontype.Expected(te), te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return errorf(http.StatusBadRequest, CodeUnknownField, "%s (see the API reference: compact-host serve --help)",
 			strings.TrimPrefix(err.Error(), "json: "))
@@ -112,23 +114,4 @@ func lineOf(data []byte, off int64) int {
 		}
 	}
 	return line
-}
-
-func kindName(te *json.UnmarshalTypeError) string {
-	if te.Type == nil {
-		return "another type"
-	}
-	switch te.Type.Kind().String() {
-	case "string":
-		return "a string"
-	case "struct", "map":
-		return "an object"
-	case "slice", "array":
-		return "an array"
-	case "bool":
-		return "a boolean"
-	case "int", "int64", "int32", "float64", "float32", "uint", "uint64":
-		return "a number"
-	}
-	return te.Type.String()
 }

@@ -90,7 +90,7 @@ func readSession(e *host.Engine, raw json.RawMessage, format string) (*input, *a
 		return nil, aerr
 	}
 	in := &input{}
-	if (format == "" || format == formats.Canonical) && isSessionLog(data) {
+	if (format == "" || format == formats.Canonical) && host.IsSessionLog(data) {
 		s, warn, aerr := loadLog(e, data)
 		if aerr != nil {
 			return nil, aerr
@@ -144,32 +144,6 @@ func readSession(e *host.Engine, raw json.RawMessage, format string) (*input, *a
 		in.pendingTail = true
 	}
 	return in, nil
-}
-
-// isSessionLog reports whether data is compact-host's own session log,
-// whose compactions and prunes only the engine can replay: its first line
-// is an entry {"type":"message","message":{...}} (or compaction, prune,
-// undo). Other JSONL formats have "type" too, never with such a body.
-func isSessionLog(data []byte) bool {
-	line := data
-	if i := bytes.IndexByte(data[:min(len(data), 4<<20)], '\n'); i >= 0 {
-		line = data[:i]
-	}
-	var entry map[string]json.RawMessage
-	if json.Unmarshal(line, &entry) != nil {
-		return false
-	}
-	var typ string
-	if json.Unmarshal(entry["type"], &typ) != nil {
-		return false
-	}
-	switch typ {
-	case host.EntryMessage, host.EntryCompaction, host.EntryPrune, host.EntryUndo:
-		body := bytes.TrimSpace(entry[typ])
-		_, hasRole := entry["role"]
-		return len(body) > 0 && body[0] == '{' && !hasRole
-	}
-	return false
 }
 
 // loadLog replays a session log. The engine replays logs from files, so
