@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -173,9 +175,21 @@ func (e *Engine) OpenSession(path string) (*Session, error) {
 
 // LoadSession replays a session log read-only.
 func (e *Engine) LoadSession(path string) (*Session, error) {
-	s := newSession(path, e.counter)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("host: load session: %w", err)
+	}
+	defer f.Close()
+	return e.ReadSession(f, path)
+}
+
+// ReadSession replays a session log from r, read-only; name stands for it
+// in errors ("name:LINE: ..."). A torn last line is reported by
+// Session.Torn, as with LoadSession.
+func (e *Engine) ReadSession(r io.Reader, name string) (*Session, error) {
+	s := newSession(name, e.counter)
 	s.files = newFileOps(&e.cfg.FileTools)
-	torn, _, err := jsonl.Read(path, s.replayLine)
+	torn, _, err := jsonl.ReadFrom(r, name, s.replayLine)
 	if err != nil {
 		return nil, fmt.Errorf("host: load session: %w", err)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/provider"
+	"github.com/compact-host/compact-host/internal/sessionio"
 	"github.com/spf13/cobra"
 )
 
@@ -244,27 +244,19 @@ func (a *app) engine(ctx context.Context, withModel bool) (*host.Engine, error) 
 
 // input is a session read from a file or stdin.
 type input struct {
-	path   string // "-" for stdin
-	format string
-	// log is set when the input is one of compact-host's own session logs.
-	log      bool
-	imported *formats.Session
-	session  *host.Session
+	path string // "-" for stdin
+	*sessionio.Input
 }
 
 // loadInput reads path ("-" or "" for stdin) into a session of e. With
 // appendLog, a session log is opened for appending, so what the engine
 // does to the session lands in the file as it happens.
 func (a *app) loadInput(e *host.Engine, path, format string, appendLog bool) (*input, error) {
-	in := &input{path: path}
 	if path == "" {
 		path = "-"
-		in.path = "-"
 	}
-	var r io.Reader
-	if path == "-" {
-		r = a.g.io.In
-	} else {
+	var r io.Reader = a.g.io.In
+	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, withCode(ExitInput, err)
@@ -274,44 +266,9 @@ func (a *app) loadInput(e *host.Engine, path, format string, appendLog bool) (*i
 	}
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, withCode(ExitInput, fmt.Errorf("read %s: %w", path, err))
+		return nil, withCode(ExitInput, fmt.Errorf("read %s: %w", displayPath(path), err))
 	}
-	if format == "" || format == formats.Canonical {
-		if host.IsSessionLog(data) {
-			s, err := a.loadLog(e, path, data, appendLog)
-			if err != nil {
-				return nil, err
-			}
-			in.format, in.log, in.session = formats.Canonical, true, s
-			return in, nil
-		}
-	}
-	sess, err := formats.Read(bytes.NewReader(data), format)
-	if err != nil {
-		var pe *formats.ParseError
-		if errors.As(err, &pe) {
-			pe.Path = displayPath(path)
-		}
-		if errors.Is(err, formats.ErrTornLine) && sess != nil {
-			a.note("warning: %v; read the %d messages before it", err, len(sess.Messages))
-		} else {
-			if pe == nil {
-				err = fmt.Errorf("%s: %w", displayPath(path), err)
-			}
-			return nil, withCode(ExitInput, err)
-		}
-	}
-	in.format, in.imported = sess.Format, sess
-	in.session = e.NewSession()
-	if err := in.session.Append(sess.Messages...); err != nil {
-		return nil, withCode(ExitInput, fmt.Errorf("%s: %w", path, err))
-	}
-	return in, nil
-}
-
-// loadLog replays a session log; a log on stdin is spooled to a file.
-func (a *app) loadLog(e *host.Engine, path string, data []byte, appendLog bool) (*host.Session, error) {
-	if appendLog && path != "-" {
+	if appendLog && path != "-" && (format == "" || format == formats.Canonical) && host.IsSessionLog(data) {
 		s, err := e.OpenSession(path)
 		if err != nil {
 			return nil, withCode(ExitInput, err)
@@ -319,27 +276,14 @@ func (a *app) loadLog(e *host.Engine, path string, data []byte, appendLog bool) 
 		if t := s.Torn(); t != nil {
 			a.note("warning: %s: %s", path, t)
 		}
-		return s, nil
+		return &input{path: path, Input: &sessionio.Input{Session: s, Format: formats.Canonical, Log: true}}, nil
 	}
-	if path == "-" {
-		f, err := os.CreateTemp("", "compact-host-stdin-*.jsonl")
-		if err != nil {
-			return nil, err
-		}
-		defer os.Remove(f.Name())
-		if _, err := f.Write(data); err != nil {
-			f.Close()
-			return nil, err
-		}
-		f.Close()
-		path = f.Name()
-	}
-	s, err := e.LoadSession(path)
+	in, err := sessionio.Read(e, displayPath(path), data, format)
 	if err != nil {
 		return nil, withCode(ExitInput, err)
 	}
-	if t := s.Torn(); t != nil {
-		a.note("warning: %s: %s; it was left out", path, t)
+	for _, w := range in.Warnings {
+		a.note("warning: %s", w)
 	}
-	return s, nil
+	return &input{path: path, Input: in}, nil
 }

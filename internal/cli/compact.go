@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/internal/atomicfile"
+	"github.com/compact-host/compact-host/internal/sessionio"
 	"github.com/spf13/cobra"
 )
 
@@ -124,20 +126,18 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	if err != nil {
 		return err
 	}
-	defer in.session.Close()
-	if o.inPlace && !in.log {
-		return usageError{fmt.Errorf("--in-place needs a compact-host session log; %s is %s (write a copy with -o)", displayPath(in.path), in.format)}
+	defer in.Session.Close()
+	if o.inPlace && !in.Log {
+		return usageError{fmt.Errorf("--in-place needs a compact-host session log; %s is %s (write a copy with -o)", displayPath(in.path), in.Format)}
 	}
 	began := time.Now()
-	s := in.session
+	s := in.Session
 	b := e.Budget()
 	rep := compactReport{
-		Input: displayPath(in.path), Format: in.format, Messages: s.Len(), Model: a.hostConfig().Model,
+		Input: displayPath(in.path), Format: in.Format, Messages: s.Len(), Model: a.hostConfig().Model,
 		ContextWindow: b.ContextWindow, Budget: b.Input, Tokenizer: e.Tokenizer(),
 	}
-	if in.imported != nil {
-		rep.Skipped, rep.Repaired = in.imported.Skipped, in.imported.Repaired
-	}
+	rep.Skipped, rep.Repaired = in.Skipped, in.Repaired
 	rep.TokensBefore = s.ContextTokens()
 	var fallbacks []string
 	e.Subscribe(func(ev host.Event) {
@@ -147,52 +147,27 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 		}
 	})
 
-	switch {
-	case o.dryRun:
-		plan, err := e.Plan(s, host.CompactOptions{Focus: o.focus})
-		rep.Action = "plan"
-		if errors.Is(err, host.ErrNothingToFold) {
-			rep.Action = "nothing to fold"
-		} else if err != nil {
-			return err
-		} else {
-			rep.Plan = &plan
-			rep.TokensAfter = plan.TokensKept + plan.SummaryTokens
-		}
-		rep.Fits = rep.TokensBefore <= b.Input
-	case o.threshold > 0 && float64(rep.TokensBefore) < o.threshold*float64(b.Input):
-		rep.Action, rep.TokensAfter, rep.Fits, rep.Threshold = "none", rep.TokensBefore, rep.TokensBefore <= b.Input, o.threshold
-	default:
+	if !o.dryRun {
 		a.sayOffline()
 		a.progress("compacting %s (%d messages, %d tokens) with %s…", rep.Input, rep.Messages, rep.TokensBefore, a.hostConfig().Strategy)
-		c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.focus})
-		switch {
-		case errors.Is(err, host.ErrNothingToFold):
-			rep.Action = "nothing to fold"
-		case err != nil:
-			return err
-		default:
-			rep.Action = "compacted"
-			if c.Emergency {
-				rep.Action = "emergency"
-			}
-			rep.Strategy, rep.Offline, rep.Folded, rep.Compaction = c.Strategy, c.Offline, c.MessagesFolded, &c
-		}
-		// Still over the budget (a huge kept tail): the gate prunes, and
-		// falls back to the emergency path if it must.
-		d, err := e.EnsureFits(ctx, s, host.Request{})
-		if err != nil {
-			return err
-		}
-		if d.Action > host.ActionNone && rep.Action != "compacted" {
-			rep.Action = d.Action.String()
-		}
-		rep.TokensAfter, rep.Fits = d.TokensAfter, d.Fits
+	}
+	res, err := sessionio.Compact(ctx, e, s, sessionio.Options{Focus: o.focus, Threshold: o.threshold, DryRun: o.dryRun})
+	if err != nil {
+		return err
+	}
+	rep.Action, rep.TokensAfter, rep.Fits, rep.Plan = res.Action, res.TokensAfter, res.Fits, res.Plan
+	if res.Action == sessionio.ActionNone {
+		rep.Threshold = o.threshold
+	}
+	if c := res.Compaction; c != nil {
+		rep.Strategy, rep.Offline, rep.Folded, rep.Compaction = c.Strategy, c.Offline, c.MessagesFolded, c
+	}
+	if !o.dryRun {
 		rep.Kept = len(s.Context())
 	}
 	rep.Fallbacks = fallbacks
 
-	if !o.dryRun && rep.Action != "none" && rep.Action != "nothing to fold" || (!o.dryRun && o.output != "") {
+	if !o.dryRun && rep.Action != sessionio.ActionNone && rep.Action != sessionio.ActionNothingToFold || (!o.dryRun && o.output != "") {
 		if err := writeOutput(a, in, o, &rep); err != nil {
 			return err
 		}
@@ -209,25 +184,12 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 
 // writeOutput writes the compacted session where the options say.
 func writeOutput(a *app, in *input, o *compactOptions, rep *compactReport) error {
-	s := in.session
-	outFormat := o.outFormat
-	if outFormat == "" {
-		switch in.format {
-		case formats.Anthropic, formats.OpenAI:
-			outFormat = in.format
-		default:
-			outFormat = formats.Canonical
-		}
-	}
-	write := func(w io.Writer) error {
-		switch outFormat {
-		case formats.Canonical:
-			return s.WriteLog(w)
-		case formats.Anthropic, formats.OpenAI:
-			return formats.Write(w, outFormat, s.Context())
-		}
+	s := in.Session
+	outFormat := sessionio.OutputFormat(o.outFormat, in.Format)
+	if !slices.Contains(sessionio.Writable, outFormat) {
 		return usageError{fmt.Errorf("--output-format %q: want canonical, anthropic or openai", outFormat)}
 	}
+	write := func(w io.Writer) error { return sessionio.Write(w, s, outFormat) }
 	rep.OutputFormat = outFormat
 	if o.inPlace {
 		// The session was opened for appending: its entries are already
@@ -288,10 +250,10 @@ func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
 		fmt.Fprintf(w, "the summary must carry %d modified and %d read files\n", len(p.FileOps.Modified), len(p.FileOps.Read))
 		fmt.Fprintln(w, "dry run: nothing written")
 		return nil
-	case r.Action == "none":
+	case r.Action == sessionio.ActionNone:
 		fmt.Fprintf(w, "tokens: %s (%s), under the %.0f%% threshold: nothing to do\n", num(r.TokensBefore), pct(r.TokensBefore), 100*r.Threshold)
 		return nil
-	case r.Action == "nothing to fold":
+	case r.Action == sessionio.ActionNothingToFold:
 		fmt.Fprintf(w, "tokens: %s (%s): nothing can be folded while keeping the recent history (try --keep-recent)\n", num(r.TokensBefore), pct(r.TokensBefore))
 		return nil
 	}

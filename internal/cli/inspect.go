@@ -79,19 +79,17 @@ func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []strin
 	if err != nil {
 		return err
 	}
-	s := in.session
+	s := in.Session
 	b := e.Budget()
 	bd := e.Inspect(s, o.largest)
-	r := inspectReport{Input: displayPath(in.path), Format: in.format, Messages: s.Len(), Compactions: len(s.Compactions()),
+	r := inspectReport{Input: displayPath(in.path), Format: in.Format, Messages: s.Len(), Compactions: len(s.Compactions()),
 		ContextWindow: b.ContextWindow, Budget: b.Input, Tokenizer: e.Tokenizer(), Tokens: bd.Tokens,
 		Usage: float64(bd.Tokens) / float64(b.Input), ByRole: bd.ByRole, Largest: bd.Largest}
 	r.Thresholds.Prune, r.Thresholds.Compact, r.Thresholds.Emergency = b.PruneAt, b.CompactAt, b.EmergencyAt
 	r.CrossedAt.Prune, r.CrossedAt.Compact, r.CrossedAt.Emergency = bd.CrossedPrune, bd.CrossedCompact, bd.CrossedEmergency
 	ops := s.FileOps()
 	r.Files.Read, r.Files.Modified = len(ops.Read), len(ops.Modified)
-	if in.imported != nil {
-		r.Skipped, r.Repaired = in.imported.Skipped, in.imported.Repaired
-	}
+	r.Skipped, r.Repaired = in.Skipped, in.Repaired
 	w := g.io.Out
 	if o.json {
 		enc := json.NewEncoder(w)

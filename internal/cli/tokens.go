@@ -71,16 +71,16 @@ func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string)
 			if err != nil {
 				return err
 			}
-			counts[mode] = in.session.ContextTokens()
+			counts[mode] = in.Session.ContextTokens()
 			if mode == "chars" {
-				for _, m := range in.session.Context() {
+				for _, m := range in.Session.Context() {
 					for _, b := range m.Content {
 						chars += len([]rune(b.Text)) + len(b.Input)
 					}
 				}
 			}
 			if o.format == "" {
-				o.format = in.format // detect once
+				o.format = in.Format // detect once
 			}
 			// stdin can be read only once.
 			if argOr(args, "-") == "-" {

@@ -45,24 +45,24 @@ func runUndo(ctx context.Context, g *globals, o *undoOptions, path string) error
 	if err != nil {
 		return err
 	}
-	defer in.session.Close()
-	if !in.log {
-		return withCode(ExitInput, fmt.Errorf("%s is a %s session, not a compact-host session log: it records no compaction to undo", path, in.format))
+	defer in.Session.Close()
+	if !in.Log {
+		return withCode(ExitInput, fmt.Errorf("%s is a %s session, not a compact-host session log: it records no compaction to undo", path, in.Format))
 	}
-	before := in.session.ContextTokens()
-	c, err := in.session.Undo()
+	before := in.Session.ContextTokens()
+	c, err := in.Session.Undo()
 	if errors.Is(err, host.ErrNothingToUndo) {
 		return withCode(ExitInput, fmt.Errorf("%s: no compaction to undo", path))
 	}
 	if err != nil {
 		return withCode(ExitError, err)
 	}
-	after := in.session.ContextTokens()
+	after := in.Session.ContextTokens()
 	if o.json {
 		return json.NewEncoder(g.io.Out).Encode(map[string]any{"undone": c.ID, "strategy": c.Strategy, "messages_restored": c.MessagesFolded,
-			"tokens_before": before, "tokens_after": after, "compactions_left": len(in.session.Compactions())})
+			"tokens_before": before, "tokens_after": after, "compactions_left": len(in.Session.Compactions())})
 	}
 	fmt.Fprintf(g.io.Out, "undid %s (%s, %s): %d messages restored; context %s → %s tokens; %d compactions left\n",
-		c.ID, c.Strategy, c.Time.Format("2006-01-02 15:04"), c.MessagesFolded, num(before), num(after), len(in.session.Compactions()))
+		c.ID, c.Strategy, c.Time.Format("2006-01-02 15:04"), c.MessagesFolded, num(before), num(after), len(in.Session.Compactions()))
 	return nil
 }

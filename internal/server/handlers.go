@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/internal/sessionio"
 )
 
 // events collects what one request's engine reports.
@@ -66,57 +66,31 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, body []byte) *a
 	if aerr != nil {
 		return aerr
 	}
-	sess := in.session
+	sess := in.Session
 	defer sess.Close()
 
 	b := e.Budget()
 	rep := CompactReport{
-		Format: in.format, Messages: sess.Len(), Model: s.model(o.EngineOptions), ContextWindow: b.ContextWindow, Budget: b.Input,
-		Tokenizer: e.Tokenizer(), TokensBefore: sess.ContextTokens(), SkippedRecords: in.skipped, Repaired: in.repaired, Warnings: in.warnings,
+		Format: in.Format, Messages: sess.Len(), Model: s.model(o.EngineOptions), ContextWindow: b.ContextWindow, Budget: b.Input,
+		Tokenizer: e.Tokenizer(), SkippedRecords: in.Skipped, Repaired: in.Repaired, Warnings: in.Warnings,
 	}
-	switch {
-	case o.DryRun:
-		plan, err := e.Plan(sess, host.CompactOptions{Focus: o.Focus})
-		switch {
-		case errors.Is(err, host.ErrNothingToFold):
-			rep.Action = "nothing to fold"
-		case err != nil:
-			return workError(ctx, "planning", err)
-		default:
-			rep.Action, rep.Plan = "plan", planOf(plan)
-			rep.TokensAfter = plan.TokensKept + plan.SummaryTokens
-		}
-		rep.Fits = rep.TokensBefore <= b.Input
-	case o.Threshold > 0 && float64(rep.TokensBefore) < o.Threshold*float64(b.Input):
-		rep.Action, rep.TokensAfter, rep.Fits, rep.Threshold = "none", rep.TokensBefore, rep.TokensBefore <= b.Input, o.Threshold
-	default:
-		c, err := e.Compact(ctx, sess, host.CompactOptions{Focus: o.Focus})
-		switch {
-		case errors.Is(err, host.ErrNothingToFold):
-			rep.Action = "nothing to fold"
-		case err != nil:
-			return workError(ctx, "the compaction", err)
-		default:
-			rep.Action = "compacted"
-			if c.Emergency {
-				rep.Action = "emergency"
-			}
-			rep.Strategy, rep.Offline, rep.Folded = c.Strategy, c.Offline, c.MessagesFolded
-		}
-		// Still over the budget (a huge kept tail): the gate prunes, and
-		// takes the emergency path if it must.
-		d, err := e.EnsureFits(ctx, sess, host.Request{})
-		if err != nil {
-			return workError(ctx, "the gate after the compaction", err)
-		}
-		if d.Action > host.ActionNone && rep.Action != "compacted" {
-			rep.Action = d.Action.String()
-		}
-		rep.TokensAfter, rep.Fits = d.TokensAfter, d.Fits
+	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, Threshold: o.Threshold, DryRun: o.DryRun})
+	if err != nil {
+		return workError(ctx, "compacting", err)
+	}
+	rep.Action, rep.TokensBefore, rep.TokensAfter, rep.Fits = res.Action, res.TokensBefore, res.TokensAfter, res.Fits
+	if res.Action == sessionio.ActionNone {
+		rep.Threshold = o.Threshold
+	}
+	if res.Plan != nil {
+		rep.Plan = planOf(*res.Plan)
+	}
+	if c := res.Compaction; c != nil {
+		rep.Strategy, rep.Offline, rep.Folded = c.Strategy, c.Offline, c.MessagesFolded
 	}
 	resp := CompactResponse{}
 	if !o.DryRun {
-		rep.OutputFormat = outputFormat(req.OutputFormat, in.format)
+		rep.OutputFormat = sessionio.OutputFormat(req.OutputFormat, in.Format)
 		out, kept, aerr := s.output(sess, in, rep.OutputFormat)
 		if aerr != nil {
 			return aerr
@@ -134,8 +108,8 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, body []byte) *a
 // result is a bug of the engine: it is reported, never sent.
 func (s *Server) output(sess *host.Session, in *input, format string) ([]byte, int, *apiError) {
 	msgs := sess.Context()
-	if err := host.Validate(msgs, in.pendingTail); err != nil {
-		s.log.Error("the engine produced an invalid session", "format", in.format, "err", err)
+	if err := host.Validate(msgs, in.PendingTail); err != nil {
+		s.log.Error("the engine produced an invalid session", "format", in.Format, "err", err)
 		return nil, 0, errorf(http.StatusInternalServerError, CodeInternal, "the result failed validation, so it was not sent: %v", err)
 	}
 	out, err := writeSession(sess, format)
@@ -177,19 +151,19 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body []byte) *api
 	if aerr != nil {
 		return aerr
 	}
-	sess := in.session
+	sess := in.Session
 	defer sess.Close()
 
 	b := e.Budget()
 	tokens := sess.ContextTokens()
 	overhead := gr.ToolSchemaTokens + gr.DynamicTokens
 	resp := CheckResponse{
-		Format: in.format, Messages: sess.Len(), Tokenizer: e.Tokenizer(),
+		Format: in.Format, Messages: sess.Len(), Tokenizer: e.Tokenizer(),
 		Budget: Budget{ContextWindow: b.ContextWindow, MaxOutputTokens: b.MaxOutputTokens, Input: b.Input,
 			PruneAt: b.PruneAt, CompactAt: b.CompactAt, EmergencyAt: b.EmergencyAt},
 		Tokens: tokens, Overhead: overhead, Total: tokens + overhead,
 		Usage: float64(tokens+overhead) / float64(b.Input), Fits: tokens+overhead <= b.Input,
-		Warnings: in.warnings,
+		Warnings: in.Warnings,
 	}
 	resp.Action = s.wouldDo(resp.Total, b)
 	if req.Apply {
@@ -200,7 +174,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body []byte) *api
 		resp.Decision = &Decision{Action: d.Action.String(), TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter,
 			Budget: d.Budget, Usage: d.Usage(), Fits: d.Fits}
 		resp.Fits = d.Fits
-		resp.OutputFormat = outputFormat(req.OutputFormat, in.format)
+		resp.OutputFormat = sessionio.OutputFormat(req.OutputFormat, in.Format)
 		out, _, aerr := s.output(sess, in, resp.OutputFormat)
 		if aerr != nil {
 			return aerr

@@ -6,32 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
+	"github.com/compact-host/compact-host/internal/sessionio"
 )
 
 // readable and writable are the formats the API reads and writes.
 var (
 	readable = []string{formats.Canonical, formats.Anthropic, formats.OpenAI, formats.ClaudeCode, formats.Codex,
 		formats.Copilot, formats.MiniSWEAgent, formats.SWEAgent}
-	writable = []string{formats.Canonical, formats.Anthropic, formats.OpenAI}
+	writable = sessionio.Writable
 )
-
-// input is a session read from a request.
-type input struct {
-	session *host.Session
-	format  string
-	// pendingTail is true when the last assistant message's tool calls
-	// still wait for their results (the agent is running them).
-	pendingTail bool
-	skipped     map[string]int
-	repaired    map[string]int
-	warnings    []string
-}
 
 // checkFormats rejects unknown input and output formats before any work.
 func checkFormats(in, out string) *apiError {
@@ -89,126 +77,55 @@ func readSession(e *host.Engine, raw json.RawMessage, format string) (*input, *a
 	if aerr != nil {
 		return nil, aerr
 	}
-	in := &input{}
-	if (format == "" || format == formats.Canonical) && host.IsSessionLog(data) {
-		s, warn, aerr := loadLog(e, data)
-		if aerr != nil {
-			return nil, aerr
-		}
-		in.session, in.format = s, formats.Canonical
-		if warn != "" {
-			in.warnings = append(in.warnings, warn)
-		}
-	} else {
-		sess, err := formats.Read(bytes.NewReader(data), format)
-		if err != nil {
-			var pe *formats.ParseError
-			switch {
-			case errors.As(err, &pe) && errors.Is(err, formats.ErrTornLine) && sess != nil:
-				pe.Path = "session"
-				in.warnings = append(in.warnings, fmt.Sprintf("%v; the %d messages before it were read", err, len(sess.Messages)))
-			case errors.As(err, &pe):
-				pe.Path = "session"
-				ae := &apiError{Status: http.StatusBadRequest, Code: CodeBadSession, Message: err.Error(), Line: pe.Line}
-				if pe.Line == 0 && pe.Offset >= 0 {
-					off := pe.Offset
-					ae.Offset = &off
-				}
-				return nil, ae
-			case errors.Is(err, formats.ErrUnknownFormat):
-				return nil, errorf(http.StatusBadRequest, CodeUnknownFormat, "session: %v; name it in \"format\"", err)
-			default:
-				return nil, errorf(http.StatusBadRequest, CodeBadSession, "session: %v", err)
-			}
-		}
-		in.format, in.skipped, in.repaired = sess.Format, sess.Skipped, sess.Repaired
-		if len(sess.AgentCompactions) > 0 {
-			in.warnings = append(in.warnings, fmt.Sprintf("the agent compacted this session %d times itself; its original history was read", len(sess.AgentCompactions)))
-		}
-		in.session = e.NewSession()
-		if err := in.session.Append(sess.Messages...); err != nil {
-			return nil, errorf(http.StatusBadRequest, CodeBadSession, "session: %v", err)
-		}
-	}
-	if len(in.skipped) == 0 {
-		in.skipped = nil
-	}
-	if len(in.repaired) == 0 {
-		in.repaired = nil
-	}
-	ctx := in.session.Context()
-	if err := host.Validate(ctx, false); err != nil {
-		if err2 := host.Validate(ctx, true); err2 != nil {
-			return nil, errorf(http.StatusBadRequest, CodeInvalidSession, "session: %v", err)
-		}
-		in.pendingTail = true
-	}
-	return in, nil
-}
-
-// loadLog replays a session log. The engine replays logs from files, so
-// the log is spooled to a temporary one.
-func loadLog(e *host.Engine, data []byte) (*host.Session, string, *apiError) {
-	f, err := os.CreateTemp("", "compact-host-serve-*.jsonl")
-	if err != nil {
-		return nil, "", errorf(http.StatusInternalServerError, CodeInternal, "spool the session log: %v", err)
-	}
-	path := f.Name()
-	defer os.Remove(path)
 	// A complete last line without its newline is whole, not torn: a
 	// request body was not cut by a crash.
 	if last := data[bytes.LastIndexByte(data, '\n')+1:]; len(bytes.TrimSpace(last)) > 0 && json.Valid(last) {
 		data = append(data[:len(data):len(data)], '\n')
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	in, err := sessionio.Read(e, "session", data, format)
 	if err != nil {
-		return nil, "", errorf(http.StatusInternalServerError, CodeInternal, "spool the session log: %v", err)
+		var (
+			pe  *formats.ParseError
+			inv *sessionio.InvalidError
+		)
+		switch {
+		case errors.As(err, &pe):
+			ae := &apiError{Status: http.StatusBadRequest, Code: CodeBadSession, Message: err.Error(), Line: pe.Line}
+			if pe.Line == 0 && pe.Offset >= 0 {
+				off := pe.Offset
+				ae.Offset = &off
+			}
+			return nil, ae
+		case errors.As(err, &inv):
+			return nil, errorf(http.StatusBadRequest, CodeInvalidSession, "%v", err)
+		case errors.Is(err, formats.ErrUnknownFormat):
+			return nil, errorf(http.StatusBadRequest, CodeUnknownFormat, "%v; name it in \"format\"", err)
+		default:
+			msg := strings.TrimPrefix(err.Error(), "host: load session: ")
+			ae := &apiError{Status: http.StatusBadRequest, Code: CodeBadSession, Message: msg}
+			// A session log's errors name the line as "session:N: ...".
+			fmt.Sscanf(msg, "session:%d:", &ae.Line)
+			return nil, ae
+		}
 	}
-	s, err := e.LoadSession(path)
-	if err != nil {
-		msg := strings.TrimPrefix(strings.ReplaceAll(err.Error(), path, "session"), "host: load session: ")
-		ae := &apiError{Status: http.StatusBadRequest, Code: CodeBadSession, Message: msg}
-		// The message names the line as "session:N: ...".
-		fmt.Sscanf(msg, "session:%d:", &ae.Line)
-		return nil, "", ae
-	}
-	warn := ""
-	if t := s.Torn(); t != nil {
-		warn = "session: " + strings.ReplaceAll(t.String(), path, "session") + "; it was left out"
-	}
-	return s, warn, nil
+	return in, nil
 }
+
+// input is a session read from a request.
+type input = sessionio.Input
 
 // writeSession renders the session's current state in format: the
-// session log (every message and the compactions, so undoable) as a JSON
-// string for canonical, the compacted request object otherwise.
+// session log as a JSON string for canonical, the compacted request
+// object otherwise.
 func writeSession(s *host.Session, format string) (json.RawMessage, error) {
 	var b bytes.Buffer
-	if format == formats.Canonical {
-		if err := s.WriteLog(&b); err != nil {
-			return nil, err
-		}
-		return json.Marshal(b.String())
-	}
-	if err := formats.Write(&b, format, s.Context()); err != nil {
+	if err := sessionio.Write(&b, s, format); err != nil {
 		return nil, err
 	}
+	if format == formats.Canonical {
+		return json.Marshal(b.String())
+	}
 	return json.RawMessage(bytes.TrimSpace(b.Bytes())), nil
-}
-
-// outputFormat is the format to answer in: the one asked for, else the
-// input's where it can be written, else canonical.
-func outputFormat(asked, in string) string {
-	if asked != "" {
-		return asked
-	}
-	if in == formats.Anthropic || in == formats.OpenAI {
-		return in
-	}
-	return formats.Canonical
 }
 
 func snippet(b []byte) string {

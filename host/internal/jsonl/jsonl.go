@@ -60,6 +60,11 @@ func Read(path string, fn func(line []byte, lineno int) error) (*Torn, int64, er
 	return scan(f, path, fn)
 }
 
+// ReadFrom is Read over any reader; name stands for the file in errors.
+func ReadFrom(r io.Reader, name string, fn func(line []byte, lineno int) error) (*Torn, int64, error) {
+	return scan(r, name, fn)
+}
+
 func scan(r io.Reader, path string, fn func([]byte, int) error) (*Torn, int64, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	var (

@@ -1,0 +1,201 @@
+// Package sessionio is what the command line and the HTTP API share: a
+// session file in any supported format read into an engine session, one
+// compaction run the way both offer it, and the result written back.
+package sessionio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/formats"
+)
+
+// Input is a session read from a file or a request.
+type Input struct {
+	Session *host.Session
+	Format  string
+	// Log is true for compact-host's own session log, whose compactions
+	// the engine replayed.
+	Log bool
+	// PendingTail is true when the last assistant message's tool calls
+	// still wait for their results (the agent is running them).
+	PendingTail bool
+	// Skipped and Repaired are the importer's counts; nil when empty.
+	Skipped, Repaired map[string]int
+	// Warnings are things the caller should pass on: a torn last line,
+	// an agent's own compactions.
+	Warnings []string
+}
+
+// InvalidError is a session that reads but breaks the providers' rules.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Read reads data, named name in errors, in format ("" detects it) into a
+// session of e. A malformed input is a *formats.ParseError naming name and
+// the line (or an error wrapping host.ErrBadEntry for a session log); an
+// undetectable one wraps formats.ErrUnknownFormat; an invalid one is an
+// *InvalidError.
+func Read(e *host.Engine, name string, data []byte, format string) (*Input, error) {
+	in := &Input{}
+	if (format == "" || format == formats.Canonical) && host.IsSessionLog(data) {
+		s, err := e.ReadSession(bytes.NewReader(data), name)
+		if err != nil {
+			return nil, err
+		}
+		in.Session, in.Format, in.Log = s, formats.Canonical, true
+		if t := s.Torn(); t != nil {
+			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: %s; it was left out", name, t))
+		}
+	} else {
+		sess, err := formats.Read(bytes.NewReader(data), format)
+		var pe *formats.ParseError
+		if errors.As(err, &pe) {
+			pe.Path = name
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, formats.ErrTornLine) && sess != nil:
+			in.Warnings = append(in.Warnings, fmt.Sprintf("%v; the %d messages before it were read", err, len(sess.Messages)))
+		case pe != nil:
+			return nil, err
+		default:
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		in.Format, in.Skipped, in.Repaired = sess.Format, sess.Skipped, sess.Repaired
+		if n := len(sess.AgentCompactions); n > 0 {
+			in.Warnings = append(in.Warnings, fmt.Sprintf("the agent compacted this session %d times itself; its original history was read", n))
+		}
+		in.Session = e.NewSession()
+		if err := in.Session.Append(sess.Messages...); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if len(in.Skipped) == 0 {
+		in.Skipped = nil
+	}
+	if len(in.Repaired) == 0 {
+		in.Repaired = nil
+	}
+	view := in.Session.Context()
+	if err := host.Validate(view, false); err != nil {
+		if host.Validate(view, true) != nil {
+			return nil, &InvalidError{fmt.Errorf("%s: %w", name, err)}
+		}
+		in.PendingTail = true
+	}
+	return in, nil
+}
+
+// Options tune one compaction run.
+type Options struct {
+	// Focus is what the summary must keep, in the user's words.
+	Focus string
+	// Threshold, when above 0, compacts only if the context uses at least
+	// this share of the budget, as the agent's gate would.
+	Threshold float64
+	// DryRun works out the plan and changes nothing.
+	DryRun bool
+}
+
+// Actions an Outcome reports.
+const (
+	ActionPlan          = "plan"
+	ActionNone          = "none"
+	ActionNothingToFold = "nothing to fold"
+	ActionCompacted     = "compacted"
+)
+
+// Outcome is what one run did.
+type Outcome struct {
+	// Action is ActionPlan, ActionNone, ActionNothingToFold,
+	// ActionCompacted, or a gate action ("pruned", "emergency").
+	Action                    string
+	TokensBefore, TokensAfter int
+	Fits                      bool
+	Plan                      *host.Plan
+	Compaction                *host.Compaction
+}
+
+// Compact runs one compaction of s: a plan with DryRun; nothing when the
+// context is under Threshold; otherwise a manual compaction followed by a
+// gate check, which prunes or takes the emergency path when the kept tail
+// alone is still over the budget. Errors name the stage that failed.
+func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (Outcome, error) {
+	b := e.Budget()
+	out := Outcome{TokensBefore: s.ContextTokens()}
+	switch {
+	case o.DryRun:
+		out.Fits = out.TokensBefore <= b.Input
+		plan, err := e.Plan(s, host.CompactOptions{Focus: o.Focus})
+		switch {
+		case errors.Is(err, host.ErrNothingToFold):
+			out.Action = ActionNothingToFold
+		case err != nil:
+			return out, fmt.Errorf("planning: %w", err)
+		default:
+			out.Action, out.Plan = ActionPlan, &plan
+			out.TokensAfter = plan.TokensKept + plan.SummaryTokens
+		}
+		return out, nil
+	case o.Threshold > 0 && float64(out.TokensBefore) < o.Threshold*float64(b.Input):
+		out.Action, out.TokensAfter, out.Fits = ActionNone, out.TokensBefore, out.TokensBefore <= b.Input
+		return out, nil
+	}
+	c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.Focus})
+	switch {
+	case errors.Is(err, host.ErrNothingToFold):
+		out.Action = ActionNothingToFold
+	case err != nil:
+		return out, fmt.Errorf("the compaction: %w", err)
+	default:
+		out.Action, out.Compaction = ActionCompacted, &c
+		if c.Emergency {
+			out.Action = host.ActionEmergency.String()
+		}
+	}
+	d, err := e.EnsureFits(ctx, s, host.Request{})
+	if err != nil {
+		return out, fmt.Errorf("the gate after the compaction: %w", err)
+	}
+	if d.Action > host.ActionNone && out.Action != ActionCompacted {
+		out.Action = d.Action.String()
+	}
+	out.TokensAfter, out.Fits = d.TokensAfter, d.Fits
+	return out, nil
+}
+
+// Writable are the formats Write writes.
+var Writable = []string{formats.Canonical, formats.Anthropic, formats.OpenAI}
+
+// OutputFormat is the format to write: the one asked for, else the
+// input's where it can be written, else canonical (a session log).
+func OutputFormat(asked, in string) string {
+	if asked != "" {
+		return asked
+	}
+	if in == formats.Anthropic || in == formats.OpenAI {
+		return in
+	}
+	return formats.Canonical
+}
+
+// Write writes the session in format: the whole session log (every
+// message and the compactions, so undoable) for canonical, the compacted
+// request for anthropic and openai.
+func Write(w io.Writer, s *host.Session, format string) error {
+	switch format {
+	case formats.Canonical:
+		return s.WriteLog(w)
+	case formats.Anthropic, formats.OpenAI:
+		return formats.Write(w, format, s.Context())
+	}
+	return fmt.Errorf("output format %q: want %s", format, strings.Join(Writable, ", "))
+}
