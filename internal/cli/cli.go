@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -134,14 +135,29 @@ Claude Code, Codex CLI, Copilot CLI, SWE-agent and mini-swe-agent sessions,
 Anthropic and OpenAI request JSON, and its own session logs.
 
 ` + exitCodesHelp,
+		Example: `  compact-host --strategy=structured session.jsonl
+  compact-host inspect --model gpt-4o rollout.jsonl
+  compact-host compact --dry-run --context-window 32000 session.jsonl
+  compact-host undo session.compacted.jsonl
+  compact-host plugins verify ./my-strategy.wasm`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A mistyped command looks like a file name to compact; a bare
+			// word that is no file and resembles a command is the typo.
+			if len(args) == 1 && !strings.ContainsAny(args[0], "./\\") {
+				if _, err := os.Stat(args[0]); err != nil {
+					if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+						return usageError{fmt.Errorf("unknown command %q; did you mean %s?", args[0], strings.Join(s, " or "))}
+					}
+				}
+			}
 			return runCompact(cmd.Context(), g, compactOpts, args)
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SuggestionsMinimumDistance = 2
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (TOML); default $COMPACT_HOST_CONFIG or <user config dir>/compact-host/config.toml")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "", "log detail on stderr: debug, info, warn (default) or error")
 	addCompactFlags(root, compactOpts)
