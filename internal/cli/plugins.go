@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/internal/server"
 	"github.com/spf13/cobra"
 )
 
@@ -43,20 +43,7 @@ replaces it.`,
 	return cmd
 }
 
-type pluginRow struct {
-	Name        string   `json:"name"`
-	Source      string   `json:"source"`
-	Path        string   `json:"path,omitempty"`
-	Kinds       []string `json:"kinds,omitempty"`
-	Categories  []string `json:"categories,omitempty"`
-	Version     string   `json:"version,omitempty"`
-	ABI         string   `json:"abi,omitempty"`
-	Description string   `json:"description,omitempty"`
-	Overridden  bool     `json:"overridden,omitempty"`
-	Error       string   `json:"error,omitempty"`
-}
-
-func listPlugins(ctx context.Context, g *globals, o *pluginsOptions) ([]pluginRow, *app, error) {
+func listPlugins(ctx context.Context, g *globals, o *pluginsOptions) ([]server.PluginInfo, *app, error) {
 	a, err := newApp(g, o.engine)
 	if err != nil {
 		return nil, nil, err
@@ -70,19 +57,7 @@ func listPlugins(ctx context.Context, g *globals, o *pluginsOptions) ([]pluginRo
 	for _, name := range []string{"structured", "narrative", "truncate"} {
 		reg.Strategy(ctx, name)
 	}
-	var rows []pluginRow
-	for _, e := range reg.List(ctx) {
-		r := pluginRow{Name: e.Name, Source: string(e.Source), Path: e.Path, Overridden: e.Overridden}
-		if e.Loaded {
-			r.Kinds, r.Categories, r.Version, r.Description = e.Info.Kinds, e.Info.Categories, e.Info.Version, e.Info.Description
-			r.ABI = fmt.Sprintf("v%d.%d", e.Info.ABIMajor, e.Info.ABIMinor)
-		}
-		if e.Err != nil {
-			r.Error = e.Err.Error()
-		}
-		rows = append(rows, r)
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	rows := server.PluginInfos(reg.List(ctx))
 	return rows, a, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/sessionio"
 )
 
@@ -235,8 +236,14 @@ func (s *Server) truncate(w http.ResponseWriter, r *http.Request, body []byte) *
 
 // pluginList is the registry's plugins, sorted by name.
 func (s *Server) pluginList(r *http.Request) []PluginInfo {
+	return PluginInfos(s.opts.Registry.List(r.Context()))
+}
+
+// PluginInfos turns registry entries into the rows /v1/plugins answers
+// and `compact-host plugins list` prints, sorted by name.
+func PluginInfos(entries []plugin.Entry) []PluginInfo {
 	var out []PluginInfo
-	for _, e := range s.opts.Registry.List(r.Context()) {
+	for _, e := range entries {
 		p := PluginInfo{Name: e.Name, Source: string(e.Source), Path: e.Path, Loaded: e.Loaded, Overridden: e.Overridden}
 		if e.Loaded {
 			p.Kinds, p.Categories, p.Version, p.Description = e.Info.Kinds, e.Info.Categories, e.Info.Version, e.Info.Description
