@@ -29,23 +29,33 @@ type apiBlock struct {
 	} `json:"source"`
 }
 
+// plainContent decodes the content forms Anthropic and OpenAI share:
+// absent, null or a string (empty strings yield no block). done is false
+// for anything else, an array the caller decodes in its own way.
+func plainContent(raw json.RawMessage) (blocks []abi.Block, done bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, true, nil
+	}
+	if raw[0] != '"' {
+		return nil, false, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, true, err
+	}
+	if s == "" {
+		return nil, true, nil
+	}
+	return []abi.Block{{Type: abi.BlockText, Text: s}}, true, nil
+}
+
 // apiContent converts Anthropic-style content (a string or an array of
 // blocks) to canonical blocks. Blocks with no canonical equivalent are
 // counted in skipped as "block/<type>".
 func apiContent(raw json.RawMessage, skipped map[string]int) ([]abi.Block, error) {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, err
-		}
-		if s == "" {
-			return nil, nil
-		}
-		return []abi.Block{{Type: abi.BlockText, Text: s}}, nil
+	if blocks, done, err := plainContent(raw); done {
+		return blocks, err
 	}
 	var blocks []apiBlock
 	if err := json.Unmarshal(raw, &blocks); err != nil {
@@ -214,18 +224,8 @@ func (p oaPart) imageURL() string {
 // parts) to blocks. Empty strings yield no block.
 func oaContent(raw json.RawMessage, skipped map[string]int) ([]abi.Block, error) {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, err
-		}
-		if s == "" {
-			return nil, nil
-		}
-		return []abi.Block{{Type: abi.BlockText, Text: s}}, nil
+	if blocks, done, err := plainContent(raw); done {
+		return blocks, err
 	}
 	var parts []oaPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
