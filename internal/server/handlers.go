@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -53,17 +55,8 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, body []byte) *a
 	case len(o.Focus) > maxFocusBytes:
 		return badRequest("options.focus is %d bytes; at most %d", len(o.Focus), maxFocusBytes)
 	}
-	if aerr := checkFormats(req.Format, req.OutputFormat); aerr != nil {
-		return aerr
-	}
 	ctx := r.Context()
-	e, aerr := s.engine(ctx, o.EngineOptions)
-	if aerr != nil {
-		return aerr
-	}
-	var ev events
-	ev.watch(e)
-	in, aerr := readSession(e, req.Session, req.Format)
+	e, ev, in, aerr := s.open(ctx, o.EngineOptions, req.Session, req.Format, req.OutputFormat)
 	if aerr != nil {
 		return aerr
 	}
@@ -105,6 +98,25 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, body []byte) *a
 	return nil
 }
 
+// open is what /v1/compact and /v1/check do first: check the formats,
+// build the request's engine, watch its events, and read the session.
+func (s *Server) open(ctx context.Context, o EngineOptions, session json.RawMessage, format, outFormat string) (*host.Engine, *events, *input, *apiError) {
+	if aerr := checkFormats(format, outFormat); aerr != nil {
+		return nil, nil, nil, aerr
+	}
+	e, aerr := s.engine(ctx, o)
+	if aerr != nil {
+		return nil, nil, nil, aerr
+	}
+	ev := &events{}
+	ev.watch(e)
+	in, aerr := readSession(e, session, format)
+	if aerr != nil {
+		return nil, nil, nil, aerr
+	}
+	return e, ev, in, nil
+}
+
 // output checks the session the engine left and renders it. An invalid
 // result is a bug of the engine: it is reported, never sent.
 func (s *Server) output(sess *host.Session, in *input, format string) ([]byte, int, *apiError) {
@@ -138,17 +150,8 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body []byte) *api
 	if gr.ToolSchemaTokens < 0 || gr.DynamicTokens < 0 || gr.ToolSchemaTokens > maxContextWindow || gr.DynamicTokens > maxContextWindow {
 		return badRequest("request.tool_schema_tokens and request.dynamic_tokens: want counts from 0 to %d", maxContextWindow)
 	}
-	if aerr := checkFormats(req.Format, req.OutputFormat); aerr != nil {
-		return aerr
-	}
 	ctx := r.Context()
-	e, aerr := s.engine(ctx, req.Options)
-	if aerr != nil {
-		return aerr
-	}
-	var ev events
-	ev.watch(e)
-	in, aerr := readSession(e, req.Session, req.Format)
+	e, ev, in, aerr := s.open(ctx, req.Options, req.Session, req.Format, req.OutputFormat)
 	if aerr != nil {
 		return aerr
 	}
