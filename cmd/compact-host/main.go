@@ -10,11 +10,6 @@ import (
 func main() {
 	os.Exit(cli.Main(os.Args[1:], cli.IO{
 		In: os.Stdin, Out: os.Stdout, Err: os.Stderr,
-		ErrIsTerminal: isTerminal(os.Stderr),
+		ErrIsTerminal: cli.IsTerminal(os.Stderr),
 	}))
-}
-
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

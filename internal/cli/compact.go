@@ -107,7 +107,7 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	if len(args) == 1 {
 		path = args[0]
 	}
-	if path == "" && isTerminal(g.io.In) {
+	if path == "" && IsTerminal(g.io.In) {
 		return usageError{errors.New("no session given: pass a FILE, or pipe one on stdin")}
 	}
 	a, err := newApp(g, o.engine)
@@ -291,8 +291,10 @@ func displayPath(p string) string {
 	return p
 }
 
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+// IsTerminal reports whether v is a terminal device (a *os.File on a
+// character device): progress lines go to stderr only then.
+func IsTerminal(v any) bool {
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}
