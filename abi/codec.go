@@ -1,7 +1,6 @@
 package abi
 
 import (
-	"encoding/json"
 	"fmt"
 )
 
@@ -11,40 +10,22 @@ import (
 // CountTokensRequest, CountTokensResponse) or an *Error, which makes an
 // error frame.
 func Encode(doc any) ([]byte, error) {
-	w := &frameWriter{}
-	var body any
-	switch d := doc.(type) {
-	case *Error:
-		return w.finish(envelope{Error: d})
-	case *Info:
-		body = d
-	case *SummarizeRequest:
-		body = wireSummarizeRequest{
-			Kind: d.Kind, Messages: w.messages(d.Messages), PreviousSummary: w.str(d.PreviousSummary),
-			FileOps: d.FileOps, TargetTokens: d.TargetTokens, Focus: w.str(d.Focus), ModelAvailable: d.ModelAvailable,
+	w := &frameWriter{jsonWriter: jsonWriter{b: make([]byte, 0, 128)}}
+	w.open()
+	if e, ok := doc.(*Error); ok {
+		w.key("error")
+		w.open()
+		w.str("code", e.Code)
+		w.str("message", e.Message)
+		w.close()
+	} else {
+		w.key("body")
+		if err := w.body(doc); err != nil {
+			return nil, err
 		}
-	case *SummarizeResponse:
-		body = wireSummarizeResponse{Summary: w.str(d.Summary), Offline: d.Offline}
-	case *TruncateRequest:
-		body = wireTruncateRequest{Category: d.Category, ToolName: d.ToolName, Content: w.blob(d.Content), MaxTokens: d.MaxTokens}
-	case *TruncateResponse:
-		body = wireTruncateResponse{Content: w.blob(d.Content), Truncated: d.Truncated, OmittedBytes: d.OmittedBytes, OmittedLines: d.OmittedLines}
-	case *CompleteRequest:
-		body = wireCompleteRequest{System: w.str(d.System), Messages: w.messages(d.Messages), MaxTokens: d.MaxTokens}
-	case *CompleteResponse:
-		body = wireCompleteResponse{Text: w.str(d.Text), Usage: d.Usage, Model: d.Model}
-	case *CountTokensRequest:
-		body = wireCountTokensRequest{Text: w.str(d.Text)}
-	case *CountTokensResponse:
-		body = d
-	default:
-		return nil, fmt.Errorf("abi: cannot encode %T", doc)
 	}
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("abi: encode %T: %w", doc, err)
-	}
-	return w.finish(envelope{Body: raw})
+	w.close()
+	return w.finish(), nil
 }
 
 // MustEncodeError encodes an error frame. Encoding an *Error cannot fail.
@@ -56,209 +37,438 @@ func MustEncodeError(e *Error) []byte {
 	return b
 }
 
-// Decode reads a frame into doc, a pointer to one of the documents listed
-// at Encode. If the frame is an error frame, Decode returns its *Error.
-// Byte-slice fields of doc alias frame; strings are copies.
-func Decode(frame []byte, doc any) error {
-	r, err := readFrame(frame)
-	if err != nil {
-		return err
-	}
-	var env envelope
-	if err := json.Unmarshal(r.header, &env); err != nil {
-		return fmt.Errorf("%w: header: %v", ErrMalformed, err)
-	}
-	if env.Error != nil {
-		if env.Error.Code == "" {
-			env.Error.Code = CodeInternal
-		}
-		return env.Error
-	}
-	if len(env.Body) == 0 {
-		return fmt.Errorf("%w: header has neither body nor error", ErrMalformed)
-	}
-	unmarshal := func(v any) error {
-		if err := json.Unmarshal(env.Body, v); err != nil {
-			return fmt.Errorf("%w: %T: %v", ErrMalformed, doc, err)
-		}
-		return nil
-	}
-	var errs blobErrors
+// body writes doc's header object; large fields go to blobs.
+func (w *frameWriter) body(doc any) error {
+	w.open()
 	switch d := doc.(type) {
 	case *Info:
-		if err := unmarshal(d); err != nil {
-			return err
-		}
-	case *CountTokensResponse:
-		if err := unmarshal(d); err != nil {
-			return err
-		}
+		w.int("abi_major", d.ABIMajor)
+		w.int("abi_minor", d.ABIMinor)
+		w.str("name", d.Name)
+		w.strOmit("version", d.Version)
+		w.strOmit("description", d.Description)
+		w.strs("kinds", d.Kinds)
+		w.strsOmit("categories", d.Categories)
 	case *SummarizeRequest:
-		var w wireSummarizeRequest
-		if err := unmarshal(&w); err != nil {
+		w.str("kind", d.Kind)
+		if err := w.messages(d.Messages); err != nil {
 			return err
 		}
-		*d = SummarizeRequest{
-			Kind: w.Kind, Messages: errs.messages(r, w.Messages), PreviousSummary: errs.str(r, w.PreviousSummary),
-			FileOps: w.FileOps, TargetTokens: w.TargetTokens, Focus: errs.str(r, w.Focus), ModelAvailable: w.ModelAvailable,
-		}
+		w.refStr("previous_summary", d.PreviousSummary)
+		w.key("file_ops")
+		w.open()
+		w.strsOmit("read", d.FileOps.Read)
+		w.strsOmit("modified", d.FileOps.Modified)
+		w.close()
+		w.int("target_tokens", d.TargetTokens)
+		w.refStr("focus", d.Focus)
+		w.bool("model_available", d.ModelAvailable)
 	case *SummarizeResponse:
-		var w wireSummarizeResponse
-		if err := unmarshal(&w); err != nil {
-			return err
-		}
-		*d = SummarizeResponse{Summary: errs.str(r, w.Summary), Offline: w.Offline}
+		w.refStr("summary", d.Summary)
+		w.boolOmit("offline", d.Offline)
 	case *TruncateRequest:
-		var w wireTruncateRequest
-		if err := unmarshal(&w); err != nil {
-			return err
-		}
-		*d = TruncateRequest{Category: w.Category, ToolName: w.ToolName, Content: errs.blob(r, w.Content), MaxTokens: w.MaxTokens}
+		w.str("category", d.Category)
+		w.strOmit("tool_name", d.ToolName)
+		w.ref("content", d.Content)
+		w.int("max_tokens", d.MaxTokens)
 	case *TruncateResponse:
-		var w wireTruncateResponse
-		if err := unmarshal(&w); err != nil {
-			return err
-		}
-		*d = TruncateResponse{Content: errs.blob(r, w.Content), Truncated: w.Truncated, OmittedBytes: w.OmittedBytes, OmittedLines: w.OmittedLines}
+		w.ref("content", d.Content)
+		w.bool("truncated", d.Truncated)
+		w.intOmit("omitted_bytes", d.OmittedBytes)
+		w.intOmit("omitted_lines", d.OmittedLines)
 	case *CompleteRequest:
-		var w wireCompleteRequest
-		if err := unmarshal(&w); err != nil {
+		w.refStr("system", d.System)
+		if err := w.messages(d.Messages); err != nil {
 			return err
 		}
-		*d = CompleteRequest{System: errs.str(r, w.System), Messages: errs.messages(r, w.Messages), MaxTokens: w.MaxTokens}
+		w.intOmit("max_tokens", d.MaxTokens)
 	case *CompleteResponse:
-		var w wireCompleteResponse
-		if err := unmarshal(&w); err != nil {
-			return err
-		}
-		*d = CompleteResponse{Text: errs.str(r, w.Text), Usage: w.Usage, Model: w.Model}
+		w.refStr("text", d.Text)
+		w.key("usage")
+		w.usage(d.Usage)
+		w.strOmit("model", d.Model)
 	case *CountTokensRequest:
-		var w wireCountTokensRequest
-		if err := unmarshal(&w); err != nil {
-			return err
+		w.refStr("text", d.Text)
+	case *CountTokensResponse:
+		w.int("tokens", d.Tokens)
+	default:
+		return fmt.Errorf("abi: cannot encode %T", doc)
+	}
+	w.close()
+	return nil
+}
+
+func (w *frameWriter) messages(ms []Message) error {
+	w.key("messages")
+	w.openArray()
+	for i, m := range ms {
+		w.open()
+		w.strOmit("id", m.ID)
+		w.str("role", m.Role)
+		w.key("content")
+		w.openArray()
+		for j, b := range m.Content {
+			w.open()
+			w.str("type", b.Type)
+			w.refStr("text", b.Text)
+			w.strOmit("id", b.ID)
+			w.strOmit("name", b.Name)
+			if len(b.Input) > 0 {
+				if err := w.raw("input", b.Input); err != nil {
+					return fmt.Errorf("abi: encode message %d block %d: %w", i, j, err)
+				}
+			}
+			w.strOmit("tool_use_id", b.ToolUseID)
+			w.boolOmit("is_error", b.IsError)
+			w.strOmit("media_type", b.MediaType)
+			w.ref("data", b.Data)
+			w.close()
 		}
-		*d = CountTokensRequest{Text: errs.str(r, w.Text)}
+		w.closeArray()
+		w.boolOmit("pinned", m.Pinned)
+		w.boolOmit("summary", m.Summary)
+		if m.Usage != nil {
+			w.key("usage")
+			w.usage(*m.Usage)
+		}
+		w.close()
+	}
+	w.closeArray()
+	return nil
+}
+
+func (w *jsonWriter) usage(u Usage) {
+	w.open()
+	w.int("input_tokens", u.InputTokens)
+	w.int("output_tokens", u.OutputTokens)
+	w.intOmit("cache_read_tokens", u.CacheReadTokens)
+	w.intOmit("cache_write_tokens", u.CacheWriteTokens)
+	w.close()
+}
+
+// Decode reads a frame into doc, a pointer to one of the documents listed
+// at Encode. If the frame is an error frame, Decode returns its *Error.
+// Byte-slice fields of doc alias frame; strings are copies. doc is only
+// written when Decode succeeds.
+func Decode(frame []byte, doc any) error {
+	switch doc.(type) {
+	case *Info, *SummarizeRequest, *SummarizeResponse, *TruncateRequest, *TruncateResponse,
+		*CompleteRequest, *CompleteResponse, *CountTokensRequest, *CountTokensResponse:
 	default:
 		return fmt.Errorf("abi: cannot decode into %T", doc)
 	}
-	return errs.err
-}
-
-type envelope struct {
-	Body  json.RawMessage `json:"body,omitempty"`
-	Error *Error          `json:"error,omitempty"`
-}
-
-// Wire forms: the documents with every large field replaced by a blob index.
-
-type wireBlock struct {
-	Type      string          `json:"type"`
-	Text      *int            `json:"text,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	ToolUseID string          `json:"tool_use_id,omitempty"`
-	IsError   bool            `json:"is_error,omitempty"`
-	MediaType string          `json:"media_type,omitempty"`
-	Data      *int            `json:"data,omitempty"`
-}
-
-type wireMessage struct {
-	ID      string      `json:"id,omitempty"`
-	Role    string      `json:"role"`
-	Content []wireBlock `json:"content"`
-	Pinned  bool        `json:"pinned,omitempty"`
-	Summary bool        `json:"summary,omitempty"`
-	Usage   *Usage      `json:"usage,omitempty"`
-}
-
-type wireSummarizeRequest struct {
-	Kind            string        `json:"kind"`
-	Messages        []wireMessage `json:"messages"`
-	PreviousSummary *int          `json:"previous_summary,omitempty"`
-	FileOps         FileOps       `json:"file_ops"`
-	TargetTokens    int           `json:"target_tokens"`
-	Focus           *int          `json:"focus,omitempty"`
-	ModelAvailable  bool          `json:"model_available"`
-}
-
-type wireSummarizeResponse struct {
-	Summary *int `json:"summary,omitempty"`
-	Offline bool `json:"offline,omitempty"`
-}
-
-type wireTruncateRequest struct {
-	Category  string `json:"category"`
-	ToolName  string `json:"tool_name,omitempty"`
-	Content   *int   `json:"content,omitempty"`
-	MaxTokens int    `json:"max_tokens"`
-}
-
-type wireTruncateResponse struct {
-	Content      *int `json:"content,omitempty"`
-	Truncated    bool `json:"truncated"`
-	OmittedBytes int  `json:"omitted_bytes,omitempty"`
-	OmittedLines int  `json:"omitted_lines,omitempty"`
-}
-
-type wireCompleteRequest struct {
-	System    *int          `json:"system,omitempty"`
-	Messages  []wireMessage `json:"messages"`
-	MaxTokens int           `json:"max_tokens,omitempty"`
-}
-
-type wireCompleteResponse struct {
-	Text  *int   `json:"text,omitempty"`
-	Usage Usage  `json:"usage"`
-	Model string `json:"model,omitempty"`
-}
-
-type wireCountTokensRequest struct {
-	Text *int `json:"text,omitempty"`
-}
-
-func (w *frameWriter) messages(ms []Message) []wireMessage {
-	out := make([]wireMessage, len(ms))
-	for i, m := range ms {
-		wm := wireMessage{ID: m.ID, Role: m.Role, Pinned: m.Pinned, Summary: m.Summary, Usage: m.Usage, Content: make([]wireBlock, len(m.Content))}
-		for j, b := range m.Content {
-			wm.Content[j] = wireBlock{
-				Type: b.Type, Text: w.str(b.Text), ID: b.ID, Name: b.Name, Input: b.Input,
-				ToolUseID: b.ToolUseID, IsError: b.IsError, MediaType: b.MediaType, Data: w.blob(b.Data),
-			}
-		}
-		out[i] = wm
+	f, err := readFrame(frame)
+	if err != nil {
+		return err
 	}
-	return out
+	r := &docReader{jsonReader: jsonReader{b: f.header}, frame: f}
+	var (
+		commit  func()
+		errDoc  *Error
+		hasBody bool
+	)
+	r.object("header", func(key []byte) {
+		switch string(key) {
+		case "body":
+			if r.null() {
+				return
+			}
+			hasBody = true
+			commit = r.body(doc)
+		case "error":
+			if r.null() {
+				return
+			}
+			errDoc = &Error{}
+			r.object("error", func(key []byte) {
+				switch string(key) {
+				case "code":
+					errDoc.Code = r.str("code")
+				case "message":
+					errDoc.Message = r.str("message")
+				default:
+					r.skip()
+				}
+			})
+		default:
+			r.skip()
+		}
+	})
+	if r.ws(); r.err == nil && r.i != len(r.b) {
+		r.fail("data after the header object")
+	}
+	switch {
+	case r.err != nil:
+		return fmt.Errorf("%w: header: %v", ErrMalformed, r.err)
+	case errDoc != nil:
+		if errDoc.Code == "" {
+			errDoc.Code = CodeInternal
+		}
+		return errDoc
+	case !hasBody:
+		return fmt.Errorf("%w: header has neither body nor error", ErrMalformed)
+	}
+	commit()
+	return nil
 }
 
-// blobErrors keeps the first bad blob reference met while resolving a document.
-type blobErrors struct{ err error }
+// docReader reads a header and resolves its blob references.
+type docReader struct {
+	jsonReader
+	frame *frameReader
+}
 
-func (e *blobErrors) blob(r *frameReader, ref *int) []byte {
-	b, err := r.blob(ref)
-	if err != nil && e.err == nil {
-		e.err = err
+func (r *docReader) blob(what string) []byte {
+	ref := r.ref(what)
+	if r.err != nil {
+		return nil
+	}
+	b, err := r.frame.blob(ref)
+	if err != nil {
+		r.fail("%s: %v", what, err)
 	}
 	return b
 }
 
-func (e *blobErrors) str(r *frameReader, ref *int) string { return string(e.blob(r, ref)) }
+func (r *docReader) blobStr(what string) string { return string(r.blob(what)) }
 
-func (e *blobErrors) messages(r *frameReader, ws []wireMessage) []Message {
-	if ws == nil {
-		return nil
-	}
-	out := make([]Message, len(ws))
-	for i, wm := range ws {
-		m := Message{ID: wm.ID, Role: wm.Role, Pinned: wm.Pinned, Summary: wm.Summary, Usage: wm.Usage, Content: make([]Block, len(wm.Content))}
-		for j, wb := range wm.Content {
-			m.Content[j] = Block{
-				Type: wb.Type, Text: e.str(r, wb.Text), ID: wb.ID, Name: wb.Name, Input: wb.Input,
-				ToolUseID: wb.ToolUseID, IsError: wb.IsError, MediaType: wb.MediaType, Data: e.blob(r, wb.Data),
+// body reads the document doc points to and returns the function that
+// stores it, called once the whole header has been read.
+func (r *docReader) body(doc any) func() {
+	switch d := doc.(type) {
+	case *Info:
+		var v Info
+		r.object("info", func(key []byte) {
+			switch string(key) {
+			case "abi_major":
+				v.ABIMajor = r.int("abi_major")
+			case "abi_minor":
+				v.ABIMinor = r.int("abi_minor")
+			case "name":
+				v.Name = r.str("name")
+			case "version":
+				v.Version = r.str("version")
+			case "description":
+				v.Description = r.str("description")
+			case "kinds":
+				v.Kinds = r.strs("kinds")
+			case "categories":
+				v.Categories = r.strs("categories")
+			default:
+				r.skip()
 			}
-		}
-		out[i] = m
+		})
+		return func() { *d = v }
+	case *SummarizeRequest:
+		var v SummarizeRequest
+		r.object("summarize request", func(key []byte) {
+			switch string(key) {
+			case "kind":
+				v.Kind = r.str("kind")
+			case "messages":
+				v.Messages = r.messages()
+			case "previous_summary":
+				v.PreviousSummary = r.blobStr("previous_summary")
+			case "file_ops":
+				r.object("file_ops", func(key []byte) {
+					switch string(key) {
+					case "read":
+						v.FileOps.Read = r.strs("read")
+					case "modified":
+						v.FileOps.Modified = r.strs("modified")
+					default:
+						r.skip()
+					}
+				})
+			case "target_tokens":
+				v.TargetTokens = r.int("target_tokens")
+			case "focus":
+				v.Focus = r.blobStr("focus")
+			case "model_available":
+				v.ModelAvailable = r.bool("model_available")
+			default:
+				r.skip()
+			}
+		})
+		return func() { *d = v }
+	case *SummarizeResponse:
+		var v SummarizeResponse
+		r.object("summarize response", func(key []byte) {
+			switch string(key) {
+			case "summary":
+				v.Summary = r.blobStr("summary")
+			case "offline":
+				v.Offline = r.bool("offline")
+			default:
+				r.skip()
+			}
+		})
+		return func() { *d = v }
+	case *TruncateRequest:
+		var v TruncateRequest
+		r.object("truncate request", func(key []byte) {
+			switch string(key) {
+			case "category":
+				v.Category = r.str("category")
+			case "tool_name":
+				v.ToolName = r.str("tool_name")
+			case "content":
+				v.Content = r.blob("content")
+			case "max_tokens":
+				v.MaxTokens = r.int("max_tokens")
+			default:
+				r.skip()
+			}
+		})
+		return func() { *d = v }
+	case *TruncateResponse:
+		var v TruncateResponse
+		r.object("truncate response", func(key []byte) {
+			switch string(key) {
+			case "content":
+				v.Content = r.blob("content")
+			case "truncated":
+				v.Truncated = r.bool("truncated")
+			case "omitted_bytes":
+				v.OmittedBytes = r.int("omitted_bytes")
+			case "omitted_lines":
+				v.OmittedLines = r.int("omitted_lines")
+			default:
+				r.skip()
+			}
+		})
+		return func() { *d = v }
+	case *CompleteRequest:
+		var v CompleteRequest
+		r.object("complete request", func(key []byte) {
+			switch string(key) {
+			case "system":
+				v.System = r.blobStr("system")
+			case "messages":
+				v.Messages = r.messages()
+			case "max_tokens":
+				v.MaxTokens = r.int("max_tokens")
+			default:
+				r.skip()
+			}
+		})
+		return func() { *d = v }
+	case *CompleteResponse:
+		var v CompleteResponse
+		r.object("complete response", func(key []byte) {
+			switch string(key) {
+			case "text":
+				v.Text = r.blobStr("text")
+			case "usage":
+				v.Usage = r.usage()
+			case "model":
+				v.Model = r.str("model")
+			default:
+				r.skip()
+			}
+		})
+		return func() { *d = v }
+	case *CountTokensRequest:
+		var v CountTokensRequest
+		r.object("count tokens request", func(key []byte) {
+			switch string(key) {
+			case "text":
+				v.Text = r.blobStr("text")
+			default:
+				r.skip()
+			}
+		})
+		return func() { *d = v }
+	case *CountTokensResponse:
+		var v CountTokensResponse
+		r.object("count tokens response", func(key []byte) {
+			switch string(key) {
+			case "tokens":
+				v.Tokens = r.int("tokens")
+			default:
+				r.skip()
+			}
+		})
+		return func() { *d = v }
 	}
+	panic(fmt.Sprintf("abi: no decoder for %T", doc)) // Decode checked the type
+}
+
+func (r *docReader) messages() []Message {
+	var out []Message
+	r.array("messages", func() {
+		var m Message
+		r.object("message", func(key []byte) {
+			switch string(key) {
+			case "id":
+				m.ID = r.str("id")
+			case "role":
+				m.Role = r.str("role")
+			case "content":
+				r.array("content", func() { m.Content = append(m.Content, r.block()) })
+			case "pinned":
+				m.Pinned = r.bool("pinned")
+			case "summary":
+				m.Summary = r.bool("summary")
+			case "usage":
+				m.Usage = nil
+				if !r.null() {
+					u := r.usage()
+					m.Usage = &u
+				}
+			default:
+				r.skip()
+			}
+		})
+		out = append(out, m)
+	})
 	return out
+}
+
+func (r *docReader) block() Block {
+	var b Block
+	r.object("block", func(key []byte) {
+		switch string(key) {
+		case "type":
+			b.Type = r.str("type")
+		case "text":
+			b.Text = r.blobStr("text")
+		case "id":
+			b.ID = r.str("id")
+		case "name":
+			b.Name = r.str("name")
+		case "input":
+			b.Input = r.raw()
+		case "tool_use_id":
+			b.ToolUseID = r.str("tool_use_id")
+		case "is_error":
+			b.IsError = r.bool("is_error")
+		case "media_type":
+			b.MediaType = r.str("media_type")
+		case "data":
+			b.Data = r.blob("data")
+		default:
+			r.skip()
+		}
+	})
+	return b
+}
+
+func (r *jsonReader) usage() Usage {
+	var u Usage
+	r.object("usage", func(key []byte) {
+		switch string(key) {
+		case "input_tokens":
+			u.InputTokens = r.int("input_tokens")
+		case "output_tokens":
+			u.OutputTokens = r.int("output_tokens")
+		case "cache_read_tokens":
+			u.CacheReadTokens = r.int("cache_read_tokens")
+		case "cache_write_tokens":
+			u.CacheWriteTokens = r.int("cache_write_tokens")
+		default:
+			r.skip()
+		}
+	})
+	return u
 }

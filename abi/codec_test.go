@@ -72,9 +72,8 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 	good, _ := Encode(&SummarizeResponse{Summary: "s"})
 	v2 := append([]byte{}, good...)
 	v2[3] = 2
-	badRef, _ := json.Marshal(envelope{Body: json.RawMessage(`{"summary":7}`)})
-	w := &frameWriter{}
-	badRefFrame, _ := w.finish(json.RawMessage(badRef))
+	w := &frameWriter{jsonWriter: jsonWriter{b: []byte(`{"body":{"summary":7}}`)}}
+	badRefFrame := w.finish()
 	cases := map[string][]byte{
 		"empty":          nil,
 		"short":          good[:8],

@@ -2,8 +2,8 @@ package abi
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
+	"unsafe"
 )
 
 // Frame layout (all integers little-endian u32):
@@ -21,44 +21,44 @@ const MaxFrameSize = 1 << 30
 
 var frameMagic = [4]byte{'C', 'H', 'F', byte(Major)}
 
-// frameWriter collects blobs while a document's header is being built.
+// frameWriter writes a frame's header and collects its blobs.
 type frameWriter struct {
+	jsonWriter
 	blobs [][]byte
 }
 
-// blob records b and returns its index, or nil for empty content so that
-// the header omits the field.
-func (w *frameWriter) blob(b []byte) *int {
+// ref writes a blob reference to b, or nothing for empty content: an
+// absent reference means empty.
+func (w *frameWriter) ref(k string, b []byte) {
 	if len(b) == 0 {
-		return nil
+		return
 	}
-	i := len(w.blobs)
+	w.int(k, len(w.blobs))
 	w.blobs = append(w.blobs, b)
-	return &i
 }
 
-func (w *frameWriter) str(s string) *int { return w.blob([]byte(s)) }
+// refStr is ref for a string. The blob only reads the string's bytes until
+// finish copies them into the frame, so it views them without a copy.
+func (w *frameWriter) refStr(k, s string) {
+	w.ref(k, unsafe.Slice(unsafe.StringData(s), len(s)))
+}
 
-// finish lays out the frame.
-func (w *frameWriter) finish(header any) ([]byte, error) {
-	h, err := json.Marshal(header)
-	if err != nil {
-		return nil, fmt.Errorf("abi: encode header: %w", err)
-	}
-	size := 4 + 4 + len(h) + 4
+// finish lays out the frame around the header written so far.
+func (w *frameWriter) finish() []byte {
+	size := 4 + 4 + len(w.b) + 4
 	for _, b := range w.blobs {
 		size += 4 + len(b)
 	}
 	out := make([]byte, 0, size)
 	out = append(out, frameMagic[:]...)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(h)))
-	out = append(out, h...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(w.b)))
+	out = append(out, w.b...)
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(w.blobs)))
 	for _, b := range w.blobs {
 		out = binary.LittleEndian.AppendUint32(out, uint32(len(b)))
 		out = append(out, b...)
 	}
-	return out, nil
+	return out
 }
 
 // frameReader resolves blob references of a decoded frame. Blobs alias the
@@ -116,12 +116,13 @@ func readFrame(b []byte) (*frameReader, error) {
 	return r, nil
 }
 
-func (r *frameReader) blob(ref *int) ([]byte, error) {
-	if ref == nil {
+// blob resolves a reference read by jsonReader.ref: -1 is empty.
+func (r *frameReader) blob(ref int) ([]byte, error) {
+	if ref < 0 {
 		return nil, nil
 	}
-	if *ref < 0 || *ref >= len(r.blobs) {
-		return nil, fmt.Errorf("%w: blob reference %d out of range (frame has %d)", ErrMalformed, *ref, len(r.blobs))
+	if ref >= len(r.blobs) {
+		return nil, fmt.Errorf("blob reference %d out of range (frame has %d)", ref, len(r.blobs))
 	}
-	return r.blobs[*ref], nil
+	return r.blobs[ref], nil
 }
