@@ -68,10 +68,18 @@ func summarize(ptr, size uint32) uint64 { return call(abi.ExportSummarize, ptr, 
 //go:wasmexport compact_v1_truncate
 func truncate(ptr, size uint32) uint64 { return call(abi.ExportTruncate, ptr, size) }
 
-// call handles one export. The request buffer becomes the plugin's at the
-// call and is freed here, once the answer no longer aliases it; the answer
-// stays live until the host frees it.
+// lastAnswer is the answer of the previous call, which the host may read
+// until this instance's next call (abi/README.md, Memory ownership).
+var lastAnswer uint32
+
+// call handles one export. The request buffer is the host's: it may reuse
+// it for the next call, so nothing decoded from it outlives the call. The
+// answer stays live until the next call, which frees it.
 func call(export string, ptr, size uint32) uint64 {
+	if lastAnswer != 0 {
+		delete(live, lastAnswer)
+		lastAnswer = 0
+	}
 	var out []byte
 	p := plugin()
 	switch {
@@ -90,12 +98,9 @@ func call(export string, ptr, size uint32) uint64 {
 		ctx := newCallContext(hostDeadline())
 		out = p.Handle(ctx, wasmHost, export, frame)
 	}
-	if export != abi.ExportInfo {
-		delete(live, ptr)
-	}
-	outPtr := addr(out)
-	live[outPtr] = out
-	return uint64(outPtr)<<32 | uint64(len(out))
+	lastAnswer = addr(out)
+	live[lastAnswer] = out
+	return uint64(lastAnswer)<<32 | uint64(len(out))
 }
 
 func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }

@@ -10,12 +10,15 @@
  * It implements the wasm side of ABI v1 (abi/version.go, abi/frame.go):
  *   compact_plugin_abi_v1()            marker, no-op
  *   compact_v1_alloc(size) -> ptr      the host writes request frames there
- *   compact_v1_free(ptr)               the host frees answers with it
+ *   compact_v1_free(ptr)               the host gives such a buffer back
  *   compact_v1_info() -> ptr<<32|len   an Info frame
  *   compact_v1_truncate(ptr, len) -> ptr<<32|len
  * A frame is "CHF\x01", u32 LE header length, a JSON header
  * {"body":{...}} or {"error":{...}}, u32 LE blob count, then each blob as
  * u32 LE length and bytes. Large fields (the content) are blob indexes.
+ * The request buffer stays the host's (it reuses it across calls); an
+ * answer stays this plugin's and must stay readable until the next call,
+ * which frees it.
  *
  * Build: make examples (clang --target=wasm32-wasi -mexec-model=reactor).
  */
@@ -48,6 +51,14 @@ static uint32_t get_u32(const uint8_t *p) {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* last_answer is the previous call's answer, freed at the next call. */
+static uint8_t *last_answer;
+
+static void forget_answer(void) {
+	free(last_answer);
+	last_answer = NULL;
+}
+
 /* frame lays out a header and at most one blob; returns ptr<<32|len. */
 static uint64_t frame(const char *header, const uint8_t *blob, size_t blob_len, int has_blob) {
 	size_t hlen = strlen(header);
@@ -63,6 +74,7 @@ static uint64_t frame(const char *header, const uint8_t *blob, size_t blob_len, 
 		put_u32(p, blob_len), p += 4;
 		memcpy(p, blob, blob_len);
 	}
+	last_answer = out;
 	return (uint64_t)(uintptr_t)out << 32 | n;
 }
 
@@ -73,6 +85,7 @@ static uint64_t error_frame(const char *code, const char *message) {
 }
 
 EXPORT("compact_v1_info") uint64_t plugin_info(void) {
+	forget_answer();
 	return frame("{\"body\":{\"abi_major\":1,\"abi_minor\":0,\"name\":\"" NAME "\",\"version\":\"1.0.0\","
 	             "\"description\":\"Collapses repeated log lines, then cuts at a line boundary (C example).\","
 	             "\"kinds\":[\"truncator\"],\"categories\":[\"" CATEGORY "\"]}}",
@@ -237,6 +250,7 @@ EXPORT("compact_v1_truncate") uint64_t plugin_truncate(uint32_t ptr, uint32_t le
 	size_t content_len = 0;
 	long long max_tokens, content_ref = -1;
 
+	forget_answer();
 	if (len < 12 || memcmp(in, "CHF", 3) != 0) {
 		result = error_frame("invalid_request", "request is not a frame");
 		goto done;
@@ -376,6 +390,5 @@ EXPORT("compact_v1_truncate") uint64_t plugin_truncate(uint32_t ptr, uint32_t le
 	result = frame(header, o.buf, o.len, 1);
 	free(o.buf);
 done:
-	free(in);
 	return result;
 }

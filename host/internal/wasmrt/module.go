@@ -226,6 +226,10 @@ type instance struct {
 	memory     *limitedMemory
 	stderrTail *tailWriter
 	stack      [2]uint64
+	// reqPtr and reqCap are the request buffer the host allocated in the
+	// instance and keeps across calls; reqPtr is 0 when there is none.
+	reqPtr uint32
+	reqCap int
 }
 
 func (m *module) newInstance(ctx context.Context) (*instance, error) {
@@ -353,11 +357,13 @@ func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string
 }
 
 // done returns inst to the pool after its call, or discards it when the
-// call failed in a way that may have left it unsound.
+// call failed in a way that may have left it unsound. An answer refused
+// for its size leaves the instance as sound as any answer: it stays the
+// plugin's until its next call.
 func (m *module) done(inst *instance, err error) {
 	var pe *pluginapi.Error
 	if err != nil && !(errors.As(err, &pe) && pe.Kind == pluginapi.ErrOutputTooLarge) {
-		m.discard(inst) // an answer refused for its size was freed: only then is the instance sound
+		m.discard(inst)
 		return
 	}
 	m.put(inst)
@@ -411,30 +417,37 @@ func (m *module) callTrusted(ctx context.Context, inst *instance, fn api.Functio
 		Err: fmt.Errorf("%w (the call is abandoned; its instance is discarded when it returns)", ctx.Err())}
 }
 
+// keepRequestBytes is the largest request buffer an instance keeps for
+// the next call; a larger one is freed after its call so the plugin can
+// reuse that memory.
+const keepRequestBytes = 64 << 10
+
+// minRequestBytes is the smallest request buffer allocated, so that small
+// requests of varying sizes share one buffer.
+const minRequestBytes = 4 << 10
+
+// call runs one export. In the steady state it is a single entry into the
+// module: the request goes into the buffer kept from the instance's last
+// call, and the answer stays the plugin's (see abi/README.md, Memory
+// ownership), so neither alloc nor free runs.
 func (m *module) call(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
 	op := opName(export)
 	stack := inst.stack[:]
 	if export != abi.ExportInfo {
-		stack[0] = uint64(len(frame))
-		if err := inst.alloc.CallWithStack(ctx, stack); err != nil {
-			return nil, m.callError(ctx, inst, op, err)
+		if err := m.requestBuffer(ctx, inst, op, len(frame)); err != nil {
+			return nil, err
 		}
-		ptr := uint32(stack[0])
-		if !inst.mod.Memory().Write(ptr, frame) {
+		if !inst.mod.Memory().Write(inst.reqPtr, frame) {
 			return nil, &pluginapi.Error{Kind: pluginapi.ErrMalformedOutput, Op: op,
-				Err: fmt.Errorf("%s(%d) returned %#x, outside the plugin's memory", abi.ExportAlloc, len(frame), ptr)}
+				Err: fmt.Errorf("%s returned %#x, which cannot hold %d bytes inside the plugin's memory", abi.ExportAlloc, inst.reqPtr, len(frame))}
 		}
-		// The request buffer is the plugin's from here on: it frees it.
-		stack[0], stack[1] = uint64(ptr), uint64(len(frame))
+		stack[0], stack[1] = uint64(inst.reqPtr), uint64(len(frame))
 	}
 	if err := fn.CallWithStack(ctx, stack); err != nil {
 		return nil, m.callError(ctx, inst, op, err)
 	}
 	outPtr, outLen := uint32(stack[0]>>32), uint32(stack[0])
 	if uint64(outLen) > uint64(m.cfg.MaxOutputBytes) {
-		if err := m.freeAnswer(ctx, inst, op, outPtr); err != nil {
-			return nil, err
-		}
 		return nil, &pluginapi.Error{Kind: pluginapi.ErrOutputTooLarge, Op: op,
 			Err: fmt.Errorf("answer of %d bytes is over the %d byte limit", outLen, m.cfg.MaxOutputBytes)}
 	}
@@ -444,16 +457,40 @@ func (m *module) call(ctx context.Context, inst *instance, fn api.Function, expo
 			Err: fmt.Errorf("answer at %#x (%d bytes) is outside the plugin's memory", outPtr, outLen)}
 	}
 	out := bytes.Clone(view)
-	if err := m.freeAnswer(ctx, inst, op, outPtr); err != nil {
-		return nil, err
+	if inst.reqCap > keepRequestBytes {
+		if err := m.freeRequest(ctx, inst, op); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
-// freeAnswer gives the answer buffer back to the plugin.
-func (m *module) freeAnswer(ctx context.Context, inst *instance, op string, ptr uint32) error {
+// requestBuffer makes sure inst has a request buffer of at least size
+// bytes, replacing a smaller one.
+func (m *module) requestBuffer(ctx context.Context, inst *instance, op string, size int) error {
+	if inst.reqCap >= size && inst.reqPtr != 0 {
+		return nil
+	}
+	if inst.reqPtr != 0 {
+		if err := m.freeRequest(ctx, inst, op); err != nil {
+			return err
+		}
+	}
+	want := max(size, minRequestBytes)
 	stack := inst.stack[:]
-	stack[0] = uint64(ptr)
+	stack[0] = uint64(want)
+	if err := inst.alloc.CallWithStack(ctx, stack); err != nil {
+		return m.callError(ctx, inst, op, err)
+	}
+	inst.reqPtr, inst.reqCap = uint32(stack[0]), want
+	return nil
+}
+
+// freeRequest gives the request buffer back to the plugin.
+func (m *module) freeRequest(ctx context.Context, inst *instance, op string) error {
+	stack := inst.stack[:]
+	stack[0] = uint64(inst.reqPtr)
+	inst.reqPtr, inst.reqCap = 0, 0
 	if err := inst.free.CallWithStack(ctx, stack); err != nil {
 		return m.callError(ctx, inst, op, err)
 	}

@@ -288,3 +288,46 @@ func TestCompilationCacheOnDisk(t *testing.T) {
 		t.Fatalf("cache dir has %d entries (err %v), want the compiled module", len(entries), err)
 	}
 }
+
+// A warm call reuses the request buffer of the instance's last call, so it
+// enters the module once; a request over keepRequestBytes gets a buffer of
+// its own that goes back to the plugin after the call. The SDK plugin
+// refuses a request in a buffer it did not allocate or already freed, so
+// the answers also check that host and plugin agree on who owns what.
+func TestRequestBufferIsKeptAcrossCalls(t *testing.T) {
+	m := load(t, newEngine(t, Config{MaxInstances: 1}), testplug(t))
+	ctx := context.Background()
+	idle := func() *instance {
+		inst := <-m.idle
+		m.idle <- inst
+		return inst
+	}
+	call := func(size int) {
+		t.Helper()
+		content := []byte(strings.Repeat("x", size))
+		resp, err := truncate(t, ctx, m, nil, "noop", content, size)
+		if err != nil || string(resp.Content) != string(content) {
+			t.Fatalf("call of %d bytes: %v", size, err)
+		}
+	}
+	call(10)
+	first := idle()
+	ptr := first.reqPtr
+	if ptr == 0 || first.reqCap < minRequestBytes {
+		t.Fatalf("no request buffer kept: %#x (%d bytes)", ptr, first.reqCap)
+	}
+	for _, size := range []int{100, 3000, 1} {
+		call(size)
+		if inst := idle(); inst != first || inst.reqPtr != ptr {
+			t.Fatalf("call of %d bytes moved the request buffer from %#x to %#x", size, ptr, inst.reqPtr)
+		}
+	}
+	call(keepRequestBytes + 1)
+	if inst := idle(); inst.reqPtr != 0 {
+		t.Fatalf("a %d byte request buffer was kept", inst.reqCap)
+	}
+	call(5)
+	if inst := idle(); inst.reqPtr == 0 || inst.reqCap != minRequestBytes {
+		t.Fatalf("after a large call: buffer %#x of %d bytes, want a new one of %d", inst.reqPtr, inst.reqCap, minRequestBytes)
+	}
+}
