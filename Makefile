@@ -54,7 +54,7 @@ examples: ## build examples/c-truncator/logdedup.wasm and examples/process-strat
 	$(WASI_CC) -o $(C_TRUNCATOR)/logdedup.wasm $(C_TRUNCATOR)/src/logdedup.c
 	$(GO) build -o examples/process-strategy/bullet ./examples/process-strategy
 
-# Benchmarks of the engine (host/), the plugin runtimes (host/plugin,
+# Benchmarks of the frame codec (abi, its own module), the engine (host/), the plugin runtimes (host/plugin,
 # host/internal/...), the truncators (plugins/...), the importers
 # (host/formats) and the corpus replays (internal/eval), printed as
 # `go test -bench` prints them so that benchstat reads them:
@@ -71,6 +71,7 @@ BENCH_PKGS := ./host/ ./host/plugin/ ./host/internal/... ./host/formats/ ./plugi
 
 bench: ## run the Go benchmarks in benchstat's format (BENCH_COUNT=3), copied to bench.out
 	@rm -f $(BENCH_OUT)
+	@cd abi && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) . 2>&1 | tee -a ../$(BENCH_OUT)
 	@$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) $(BENCH_PKGS) 2>&1 | tee -a $(BENCH_OUT)
 	@$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_EVAL_TIME) ./internal/eval/ 2>&1 | tee -a $(BENCH_OUT)
 	@! grep -Eq '^(FAIL|--- FAIL|panic:)' $(BENCH_OUT) || { echo "bench: a benchmark failed; see $(BENCH_OUT)" >&2; exit 1; }

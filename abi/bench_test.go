@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// The codec runs twice on each side of every plugin call, so its cost is
-// most of a warm no-op call over wasm.
+// The codec runs twice on each side of every plugin call, inside wasm
+// plugins too; see RATIONALE.md, ABI.
 //
-//	go test -run '^$' -bench . -benchmem ./abi
+//	cd abi && go test -run '^$' -bench . -benchmem .
 
 func benchDocs() map[string]any {
 	var msgs []Message
