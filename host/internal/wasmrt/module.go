@@ -47,9 +47,12 @@ type module struct {
 	// slots bounds the number of live instances.
 	slots chan struct{}
 
-	// trusted modules run without wazero's closing on a done context;
-	// see Engine.LoadTrusted.
+	// trusted modules run without any check for a done context; see
+	// Engine.LoadTrusted.
 	trusted bool
+	// interruptible modules carry the host's interrupt check, so a call
+	// is stopped by setting the instance's interrupt global.
+	interruptible bool
 	// abandoned counts the calls of a trusted module that returned to
 	// their caller at their deadline while the module's code runs on.
 	// Closing the runtime under running code would free its memory, so
@@ -78,20 +81,45 @@ func (e *Engine) compile(ctx context.Context, path string, bin []byte, trusted b
 	// allocator (limitedMemory) enforces the plugin's limit instead: wazero
 	// refuses a grow past its own limit without telling anyone, while the
 	// allocator can remember that it refused, which tells a memory-limit
-	// failure from any other trap. Only an untrusted module is closed by
-	// wazero when its call's context is done (see Engine.LoadTrusted).
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-		WithCompilationCache(e.cache).
-		WithMemoryLimitPages(maxPages).
-		WithCloseOnContextDone(!trusted))
-	m := &module{cfg: cfg, path: path, rt: rt, logger: cfg.Logger.With("path", path), trusted: trusted}
+	// failure from any other trap.
+	//
+	// An untrusted module is stopped at its deadline by the interrupt
+	// check the host adds to it (interrupt.go); one the rewriter cannot
+	// handle gets wazero's own check instead (see Engine.LoadTrusted for
+	// trusted modules).
+	m := &module{cfg: cfg, path: path, logger: cfg.Logger.With("path", path), trusted: trusted}
+	closeOnDone := false
+	code := bin
+	if !trusted {
+		if rewritten, err := instrument(bin); err == nil {
+			code, m.interruptible = rewritten, true
+		} else {
+			closeOnDone = true
+			m.logger.Debug("plugin stopped at deadlines by wazero's check", "reason", err)
+		}
+	}
+	newRuntime := func(closeOnDone bool) wazero.Runtime {
+		return wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+			WithCompilationCache(e.cache).
+			WithMemoryLimitPages(maxPages).
+			WithCloseOnContextDone(closeOnDone))
+	}
+	m.rt = newRuntime(closeOnDone)
 	ok := false
 	defer func() {
 		if !ok {
-			_ = rt.Close(context.Background())
+			_ = m.rt.Close(context.Background())
 		}
 	}()
-	compiled, err := rt.CompileModule(ctx, bin)
+	compiled, err := m.rt.CompileModule(ctx, code)
+	if err != nil && m.interruptible {
+		// The rewrite made something the compiler refuses: run the
+		// module as it came, under wazero's check.
+		m.logger.Debug("instrumented plugin failed to compile", "err", err)
+		_ = m.rt.Close(context.Background())
+		m.rt, m.interruptible = newRuntime(true), false
+		compiled, err = m.rt.CompileModule(ctx, bin)
+	}
 	if err != nil {
 		return fail(pluginapi.ErrInvalidPlugin, "compile: %w", err)
 	}
@@ -102,7 +130,7 @@ func (e *Engine) compile(ctx context.Context, path string, bin []byte, trusted b
 	if err := m.checkABI(); err != nil {
 		return nil, &pluginapi.Error{Kind: errorKind(err), Path: path, Op: "load", Err: err}
 	}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
 		return fail(pluginapi.ErrInvalidPlugin, "instantiate WASI: %w", err)
 	}
 	if err := m.instantiateHostModule(ctx); err != nil {
@@ -230,6 +258,9 @@ type instance struct {
 	// instance and keeps across calls; reqPtr is 0 when there is none.
 	reqPtr uint32
 	reqCap int
+	// interrupt is the global of the host's interrupt check, when the
+	// module has it: setting it to 1 stops the running call.
+	interrupt api.MutableGlobal
 }
 
 func (m *module) newInstance(ctx context.Context) (*instance, error) {
@@ -259,6 +290,14 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 	if inst.memory != nil && inst.memory.hitLimit {
 		_ = mod.Close(context.Background())
 		return nil, &pluginapi.Error{Kind: pluginapi.ErrMemoryLimit, Op: "instantiate", Err: fmt.Errorf("initial memory is over %d pages", m.cfg.MemoryLimitPages)}
+	}
+	if m.interruptible {
+		g, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+		if !ok {
+			_ = mod.Close(context.Background())
+			return nil, &pluginapi.Error{Kind: pluginapi.ErrInvalidPlugin, Op: "instantiate", Err: fmt.Errorf("the interrupt global %s is missing", interruptExport)}
+		}
+		inst.interrupt = g
 	}
 	inst.alloc = mod.ExportedFunction(abi.ExportAlloc)
 	inst.free = mod.ExportedFunction(abi.ExportFree)
@@ -348,10 +387,36 @@ func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string
 			Err: abi.Errorf(abi.CodeUnsupported, "plugin does not export %s", export)}
 	}
 	callCtx := context.WithValue(ctx, callKey{}, &callState{svc: svc})
-	if m.trusted && ctx.Done() != nil {
+	switch {
+	case ctx.Done() == nil:
+	case m.trusted:
 		return m.callTrusted(callCtx, inst, fn, export, frame)
+	case m.interruptible:
+		return m.callInterruptible(callCtx, inst, fn, export, frame)
 	}
 	out, err := m.call(callCtx, inst, fn, export, frame)
+	m.done(inst, err)
+	return out, err
+}
+
+// callInterruptible runs a call of a module with the interrupt check on
+// the caller's goroutine; when ctx is done the instance's interrupt global
+// is set, the module traps at its next loop head, and the instance is
+// discarded. Nothing runs per call but the registration of that function
+// on ctx: no goroutine, no timer.
+func (m *module) callInterruptible(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		m.put(inst) // not run: the instance is as it was
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: opName(export), Err: err}
+	}
+	stop := context.AfterFunc(ctx, func() { inst.interrupt.Set(1) })
+	out, err := m.call(ctx, inst, fn, export, frame)
+	if !stop() {
+		// The interrupt was set, or is being set: the instance cannot
+		// serve again. An answer completed before it is still good.
+		m.discard(inst)
+		return out, err
+	}
 	m.done(inst, err)
 	return out, err
 }
