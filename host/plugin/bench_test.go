@@ -46,12 +46,6 @@ func transports(b *testing.B) map[string]*Plugin {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The same module loaded as the Registry loads the built-ins: trusted,
-	// without wazero's per-loop check for a done context.
-	trusted, err := openWasm(context.Background(), mustEngine(b, opts), testplugWasm(b), "testplug.wasm", SourceBuiltin, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
 	// logdedup.wasm, the C example, is a real plugin in a language
 	// without a runtime of its own: a request under its cap is answered
 	// with the content as it is, after parsing the frame and with malloc
@@ -64,14 +58,13 @@ func transports(b *testing.B) map[string]*Plugin {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { wasm.Close(); trusted.Close(); proc.Close(); mirror.Close(); c.Close() })
+	b.Cleanup(func() { wasm.Close(); proc.Close(); mirror.Close(); c.Close() })
 	return map[string]*Plugin{
-		"inprocess":    InProcess(plug.New("testplug", true), opts),
-		"wasm":         wasm,
-		"wasm-trusted": trusted,
-		"wasm-wat":     mirror,
-		"wasm-c":       c,
-		"process":      proc,
+		"inprocess": InProcess(plug.New("testplug", true), opts),
+		"wasm":      wasm,
+		"wasm-wat":  mirror,
+		"wasm-c":    c,
+		"process":   proc,
 	}
 }
 
@@ -86,7 +79,7 @@ func mustEngine(b *testing.B, opts Options) *wasmrt.Engine {
 
 func benchTruncate(b *testing.B, content []byte) {
 	ps := transports(b)
-	for _, name := range []string{"inprocess", "wasm", "wasm-trusted", "wasm-wat", "wasm-c", "process"} {
+	for _, name := range []string{"inprocess", "wasm", "wasm-wat", "wasm-c", "process"} {
 		p := ps[name]
 		req := &abi.TruncateRequest{Category: "noop", Content: content, MaxTokens: len(content)}
 		if name == "wasm-c" {
@@ -146,9 +139,8 @@ func BenchmarkColdLoad(b *testing.B) {
 	})
 }
 
-// builtinTransports opens the built-in plugin name in process, over wasm
-// as the Registry runs it (trusted), and over wasm as a user plugin of the
-// same bytes would run (wazero closing the module on a done context).
+// builtinTransports opens the built-in plugin name in process and over
+// wasm as the Registry runs it.
 func builtinTransports(b *testing.B, name string, p *sdk.Plugin) []*Plugin {
 	b.Helper()
 	bin, ok := builtin.Wasm(name)
@@ -156,21 +148,16 @@ func builtinTransports(b *testing.B, name string, p *sdk.Plugin) []*Plugin {
 		b.Skipf("no built-in %s embedded (make plugins)", name)
 	}
 	opts := Options{CacheDir: filepath.Join(buildDir, "cache"), MaxInstances: 1}
-	engine := mustEngine(b, opts)
-	trusted, err := openWasm(context.Background(), engine, bin, "", SourceBuiltin, opts)
+	wasm, err := openWasm(context.Background(), mustEngine(b, opts), bin, "", SourceBuiltin, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	untrusted, err := openWasm(context.Background(), engine, bin, name+".wasm", SourceWasm, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { trusted.Close(); untrusted.Close() })
-	return []*Plugin{InProcess(p, opts), trusted, untrusted}
+	b.Cleanup(func() { wasm.Close() })
+	return []*Plugin{InProcess(p, opts), wasm}
 }
 
 // transportNames name the plugins of builtinTransports in benchmarks.
-var transportNames = []string{"inprocess", "wasm", "wasm-untrusted"}
+var transportNames = []string{"inprocess", "wasm"}
 
 // benchTransports runs call on each transport as a sub-benchmark. Each
 // wasm sub-benchmark also reports its time as a multiple of the

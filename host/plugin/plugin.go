@@ -278,16 +278,10 @@ func OpenWasm(ctx context.Context, bin []byte, path string, opts Options) (*Plug
 	return p, nil
 }
 
-// openWasm loads a wasm plugin. Built-ins, the host's own tested code, are
-// loaded trusted: without wazero's per-loop deadline check, and abandoned
-// rather than stopped at a deadline (see wasmrt.Engine.LoadTrusted). Every
-// other module keeps the full enforcement.
+// openWasm loads a wasm plugin, a built-in or not: all run under the same
+// limits.
 func openWasm(ctx context.Context, engine *wasmrt.Engine, bin []byte, path string, source Source, opts Options) (*Plugin, error) {
-	load := engine.Load
-	if source == SourceBuiltin {
-		load = engine.LoadTrusted
-	}
-	mod, err := load(ctx, path, bin)
+	mod, err := engine.Load(ctx, path, bin)
 	if err != nil {
 		return nil, pluginapi.Located(err, nameFromPath(path), path)
 	}

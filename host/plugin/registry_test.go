@@ -11,7 +11,6 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/builtin"
-	"github.com/compact-host/compact-host/host/internal/wasmrt"
 )
 
 func TestDefaultPluginsDir(t *testing.T) {
@@ -258,37 +257,4 @@ func TestReplacedProcessExecutableReloads(t *testing.T) {
 		_, err := r.Strategy(context.Background(), "renamed")
 		return err
 	})
-}
-
-// Built-ins run trusted; a user plugin never does, even with a built-in's
-// bytes and name.
-func TestOnlyBuiltinsAreTrusted(t *testing.T) {
-	bin, ok := builtin.Wasm("structured")
-	if !ok {
-		t.Skip("no built-in structured embedded yet (make plugins)")
-	}
-	trusted := func(p *Plugin) bool { return p.rt.(*wasmrt.Module).Trusted() }
-	opts := testOptions(t, nil)
-	r := newRegistry(t, opts)
-	p, err := r.Strategy(context.Background(), "structured")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Source() != SourceBuiltin || !trusted(p) {
-		t.Fatalf("built-in structured: source %s, trusted %v", p.Source(), trusted(p))
-	}
-	copyFile(t, filepath.Join(opts.PluginsDir, "structured.wasm"), bin)
-	copyFile(t, filepath.Join(opts.PluginsDir, "testplug.wasm"), testplugWasm(t))
-	if err := r.Rescan(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"structured", "testplug"} {
-		p, err := r.Strategy(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Source() != SourceWasm || trusted(p) {
-			t.Errorf("user plugin %s: source %s, trusted %v", name, p.Source(), trusted(p))
-		}
-	}
 }

@@ -72,12 +72,8 @@ type Engine struct {
 	modules map[moduleKey]*shared
 }
 
-// moduleKey identifies a loaded module: the same bytes loaded trusted and
-// untrusted run in different runtimes.
-type moduleKey struct {
-	sum     [32]byte
-	trusted bool
-}
+// moduleKey identifies a loaded module by the SHA-256 of its bytes.
+type moduleKey [32]byte
 
 // shared is a module being loaded or loaded, with the number of handles
 // that refer to it.
@@ -108,30 +104,11 @@ func NewEngine(cfg Config) (*Engine, error) {
 // plugin of this ABI major, instantiates it once and asks for its Info.
 // path is only used in errors and logs. The caller closes the Module.
 //
-// The module runs under every limit of the Config, and wazero stops its
-// code when a call's context is done: a plugin stuck in a loop costs its
-// caller nothing past the deadline.
+// The module runs under every limit of the Config, and its code is
+// stopped when a call's context is done: a plugin stuck in a loop costs
+// its caller nothing past the deadline.
 func (e *Engine) Load(ctx context.Context, path string, bin []byte) (*Module, error) {
-	return e.load(ctx, path, bin, false)
-}
-
-// LoadTrusted is Load for a module whose code the host ships and tests,
-// such as the built-in plugins. It runs without wazero's check for a done
-// context, which leaves native code at every loop back-edge and makes a
-// Go-built plugin several times slower. A call still returns to its caller
-// as soon as its context is done, with ErrDeadlineExceeded; the module's
-// code is not stopped but abandoned: it runs on in its own goroutine until
-// it returns, keeping its instance (and a slot of the pool) until then,
-// and the instance is then closed, never reused. A trusted module that
-// never returns would keep a goroutine busy for the life of the process,
-// which is why only the host's own code is loaded so. Every other limit
-// (memory, answer size, pointers) holds as for Load.
-func (e *Engine) LoadTrusted(ctx context.Context, path string, bin []byte) (*Module, error) {
-	return e.load(ctx, path, bin, true)
-}
-
-func (e *Engine) load(ctx context.Context, path string, bin []byte, trusted bool) (*Module, error) {
-	key := moduleKey{sha256.Sum256(bin), trusted}
+	key := moduleKey(sha256.Sum256(bin))
 	e.mu.Lock()
 	s, ok := e.modules[key]
 	if ok {
@@ -153,7 +130,7 @@ func (e *Engine) load(ctx context.Context, path string, bin []byte, trusted bool
 	e.modules[key] = s
 	e.mu.Unlock()
 
-	s.mod, s.err = e.compile(ctx, path, bin, trusted)
+	s.mod, s.err = e.compile(ctx, path, bin)
 	close(s.ready)
 	if s.err != nil {
 		e.release(key, s)

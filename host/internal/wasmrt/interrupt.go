@@ -403,7 +403,7 @@ func (r *wasmReader) immediates(op byte) {
 		r.blockType()
 	case op == 0x0c, op == 0x0d, op == 0x08, // br, br_if, throw
 		op >= 0x20 && op <= 0x26, // local.*, global.*, table.get/set
-		op == 0x10, op == 0x12, // call, return_call
+		op == 0x10, op == 0x12,   // call, return_call
 		op == 0xd2: // ref.func
 		r.u32()
 	case op == 0x0e: // br_table

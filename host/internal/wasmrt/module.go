@@ -47,23 +47,11 @@ type module struct {
 	// slots bounds the number of live instances.
 	slots chan struct{}
 
-	// trusted modules run without any check for a done context; see
-	// Engine.LoadTrusted.
-	trusted bool
 	// interruptible modules carry the host's interrupt check, so a call
-	// is stopped by setting the instance's interrupt global.
+	// is stopped by setting the instance's interrupt global; the others
+	// run under wazero's check (WithCloseOnContextDone).
 	interruptible bool
-	// abandoned counts the calls of a trusted module that returned to
-	// their caller at their deadline while the module's code runs on.
-	// Closing the runtime under running code would free its memory, so
-	// close leaves that to the last of them (closing says it was asked).
-	mu        sync.Mutex
-	abandoned int
-	closing   bool
 }
-
-// Trusted reports whether the module was loaded with LoadTrusted.
-func (m *module) Trusted() bool { return m.trusted }
 
 var (
 	hostModuleRE = regexp.MustCompile(`^compact_host_v(\d+)$`)
@@ -72,7 +60,7 @@ var (
 
 const wasiModule = wasi_snapshot_preview1.ModuleName
 
-func (e *Engine) compile(ctx context.Context, path string, bin []byte, trusted bool) (*module, error) {
+func (e *Engine) compile(ctx context.Context, path string, bin []byte) (*module, error) {
 	cfg := e.cfg
 	fail := func(kind error, format string, args ...any) (*module, error) {
 		return nil, &pluginapi.Error{Kind: kind, Path: path, Op: "load", Err: fmt.Errorf(format, args...)}
@@ -83,20 +71,17 @@ func (e *Engine) compile(ctx context.Context, path string, bin []byte, trusted b
 	// allocator can remember that it refused, which tells a memory-limit
 	// failure from any other trap.
 	//
-	// An untrusted module is stopped at its deadline by the interrupt
-	// check the host adds to it (interrupt.go); one the rewriter cannot
-	// handle gets wazero's own check instead (see Engine.LoadTrusted for
-	// trusted modules).
-	m := &module{cfg: cfg, path: path, logger: cfg.Logger.With("path", path), trusted: trusted}
+	// A module is stopped at its deadline by the interrupt check the
+	// host adds to it (interrupt.go); one the rewriter cannot handle gets
+	// wazero's own check instead.
+	m := &module{cfg: cfg, path: path, logger: cfg.Logger.With("path", path)}
 	closeOnDone := false
-	code := bin
-	if !trusted {
-		if rewritten, err := instrument(bin); err == nil {
-			code, m.interruptible = rewritten, true
-		} else {
-			closeOnDone = true
-			m.logger.Debug("plugin stopped at deadlines by wazero's check", "reason", err)
-		}
+	code, err := instrument(bin)
+	if err == nil {
+		m.interruptible = true
+	} else {
+		code, closeOnDone = bin, true
+		m.logger.Debug("plugin stopped at deadlines by wazero's check", "reason", err)
 	}
 	newRuntime := func(closeOnDone bool) wazero.Runtime {
 		return wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
@@ -351,17 +336,8 @@ func (m *module) discard(inst *instance) {
 	<-m.slots
 }
 
-// close closes the runtime, or, while abandoned calls still run in it,
-// leaves that to the last of them.
-func (m *module) close(ctx context.Context) {
-	m.mu.Lock()
-	m.closing = true
-	running := m.abandoned > 0
-	m.mu.Unlock()
-	if !running {
-		_ = m.rt.Close(ctx)
-	}
-}
+// close closes the runtime.
+func (m *module) close(ctx context.Context) { _ = m.rt.Close(ctx) }
 
 // callKey carries the callState of a call to the host functions.
 type callKey struct{}
@@ -372,9 +348,8 @@ type callState struct {
 }
 
 // Call runs export with the request frame and returns a copy of the
-// answer frame. ctx bounds the call: when it is done the instance is
-// closed and discarded (for a trusted module, once its code returns; see
-// Engine.LoadTrusted). svc answers the plugin's host calls.
+// answer frame. ctx bounds the call: when it is done the module's code is
+// stopped and the instance discarded. svc answers the plugin's host calls.
 func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string, frame []byte) ([]byte, error) {
 	inst, err := m.get(ctx)
 	if err != nil {
@@ -387,11 +362,7 @@ func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string
 			Err: abi.Errorf(abi.CodeUnsupported, "plugin does not export %s", export)}
 	}
 	callCtx := context.WithValue(ctx, callKey{}, &callState{svc: svc})
-	switch {
-	case ctx.Done() == nil:
-	case m.trusted:
-		return m.callTrusted(callCtx, inst, fn, export, frame)
-	case m.interruptible:
+	if m.interruptible && ctx.Done() != nil {
 		return m.callInterruptible(callCtx, inst, fn, export, frame)
 	}
 	out, err := m.call(callCtx, inst, fn, export, frame)
@@ -432,54 +403,6 @@ func (m *module) done(inst *instance, err error) {
 		return
 	}
 	m.put(inst)
-}
-
-// callTrusted runs a call of a trusted module on its own goroutine, so
-// that its caller gets the deadline error as soon as ctx is done although
-// nothing interrupts the module's code. The abandoned call keeps inst
-// until the code returns; inst is then discarded.
-func (m *module) callTrusted(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		m.put(inst) // not run: the instance is as it was
-		return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: opName(export), Err: err}
-	}
-	type result struct {
-		out []byte
-		err error
-	}
-	finished := make(chan result, 1)
-	go func() {
-		out, err := m.call(ctx, inst, fn, export, frame)
-		finished <- result{out, err}
-	}()
-	select {
-	case r := <-finished:
-		m.done(inst, r.err)
-		return r.out, r.err
-	case <-ctx.Done():
-	}
-	select {
-	case r := <-finished: // finished as the deadline passed: keep its answer
-		m.done(inst, r.err)
-		return r.out, r.err
-	default:
-	}
-	m.mu.Lock()
-	m.abandoned++
-	m.mu.Unlock()
-	go func() {
-		<-finished
-		m.discard(inst)
-		m.mu.Lock()
-		m.abandoned--
-		last := m.abandoned == 0 && m.closing
-		m.mu.Unlock()
-		if last {
-			_ = m.rt.Close(context.Background())
-		}
-	}()
-	return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: opName(export),
-		Err: fmt.Errorf("%w (the call is abandoned; its instance is discarded when it returns)", ctx.Err())}
 }
 
 // keepRequestBytes is the largest request buffer an instance keeps for
