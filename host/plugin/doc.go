@@ -25,10 +25,8 @@
 // or an executable in the directory) is loaded without a restart, a
 // removed one is closed. A user plugin with a built-in's name takes its
 // place. A plugin that fails to load is reported by List and in the log,
-// and skipped. The built-ins, the host's own code, run without wazero's
-// per-loop deadline check; at a deadline their call returns at once and the
-// module's code is abandoned (see RATIONALE.md, ABI). User plugins are
-// stopped at the deadline.
+// and skipped. Every wasm plugin, built-in or not, is stopped at its call's
+// deadline (see RATIONALE.md, ABI).
 //
 // Every failure is an *Error whose Kind (ErrTrap, ErrMemoryLimit, ...)
 // says what happened, naming the plugin and its path. A failed call never

@@ -29,8 +29,7 @@ var (
 	// ErrTrap: a wasm plugin trapped or exited during a call.
 	ErrTrap = pluginapi.ErrTrap
 	// ErrDeadlineExceeded: the call's context ended first. The instance
-	// (wasm) or process was killed; a built-in's instance is abandoned
-	// instead and closed once its code returns.
+	// (wasm) or process was killed.
 	ErrDeadlineExceeded = pluginapi.ErrDeadlineExceeded
 	// ErrMemoryLimit: a wasm plugin needed more memory than its limit.
 	ErrMemoryLimit = pluginapi.ErrMemoryLimit
