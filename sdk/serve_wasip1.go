@@ -24,10 +24,14 @@ func runMain()
 var (
 	served  *Plugin
 	mainRan bool
-	// live keeps every buffer handed to the host reachable, keyed by its
-	// address, until it is freed: Go's collector does not move objects,
-	// so the address stays valid while the slice is referenced.
+	// live keeps every buffer alloc handed to the host reachable, keyed
+	// by its address, until it is freed: Go's collector does not move
+	// objects, so the address stays valid while the slice is referenced.
 	live = map[uint32][]byte{}
+	// lastAnswer keeps the previous call's answer reachable: the host may
+	// read it until this instance's next call (abi/README.md, Memory
+	// ownership).
+	lastAnswer []byte
 )
 
 // Serve publishes p. Under wasip1 it records p for the exports of this
@@ -68,18 +72,11 @@ func summarize(ptr, size uint32) uint64 { return call(abi.ExportSummarize, ptr, 
 //go:wasmexport compact_v1_truncate
 func truncate(ptr, size uint32) uint64 { return call(abi.ExportTruncate, ptr, size) }
 
-// lastAnswer is the answer of the previous call, which the host may read
-// until this instance's next call (abi/README.md, Memory ownership).
-var lastAnswer uint32
-
 // call handles one export. The request buffer is the host's: it may reuse
 // it for the next call, so nothing decoded from it outlives the call. The
-// answer stays live until the next call, which frees it.
+// answer stays live until the next call, which drops it.
 func call(export string, ptr, size uint32) uint64 {
-	if lastAnswer != 0 {
-		delete(live, lastAnswer)
-		lastAnswer = 0
-	}
+	lastAnswer = nil
 	var out []byte
 	p := plugin()
 	switch {
@@ -98,9 +95,8 @@ func call(export string, ptr, size uint32) uint64 {
 		ctx := newCallContext(hostDeadline())
 		out = p.Handle(ctx, wasmHost, export, frame)
 	}
-	lastAnswer = addr(out)
-	live[lastAnswer] = out
-	return uint64(lastAnswer)<<32 | uint64(len(out))
+	lastAnswer = out
+	return uint64(addr(out))<<32 | uint64(len(out))
 }
 
 func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
