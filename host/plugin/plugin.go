@@ -279,8 +279,15 @@ func OpenWasm(ctx context.Context, bin []byte, path string, opts Options) (*Plug
 }
 
 // openWasm loads a wasm plugin, a built-in or not: all run under the same
-// limits.
+// limits. Loading runs the module's start code and its info export, so a
+// context without a deadline gets the call timeout: a plugin that loops
+// there must not hang the load.
 func openWasm(ctx context.Context, engine *wasmrt.Engine, bin []byte, path string, source Source, opts Options) (*Plugin, error) {
+	if _, ok := ctx.Deadline(); !ok && opts.callTimeout() > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.callTimeout())
+		defer cancel()
+	}
 	mod, err := engine.Load(ctx, path, bin)
 	if err != nil {
 		return nil, pluginapi.Located(err, nameFromPath(path), path)

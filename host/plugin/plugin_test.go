@@ -114,3 +114,14 @@ func TestHandshakeFailureIsBounded(t *testing.T) {
 		t.Fatalf("err = %v, want ErrHandshake", err)
 	}
 }
+
+// A wasm plugin that loops in its start code fails to load at the call
+// timeout, even when the caller's context has no deadline.
+func TestLoadOfALoopingPluginIsBounded(t *testing.T) {
+	opts := testOptions(t, nil)
+	opts.CallTimeout = 200 * time.Millisecond
+	_, err := OpenWasm(context.Background(), hostileWasm(t, "initloop"), "initloop.wasm", opts)
+	if !errors.Is(err, ErrDeadlineExceeded) || !strings.Contains(err.Error(), "initloop.wasm") {
+		t.Fatalf("err = %v, want ErrDeadlineExceeded naming the file", err)
+	}
+}

@@ -12,27 +12,53 @@ import (
 // nearly every branch (a no-op call: 31 µs against 11.7 µs without). And
 // each call spawned a watchdog goroutine.
 //
-// Instead the host rewrites a plugin before compiling it: a mutable i32
-// global is added and exported as interruptExport, and every loop starts
-// with
+// Instead the host rewrites a plugin before compiling it. Two mutable i32
+// globals are added, $interrupt (exported as interruptExport) and $fuel,
+// and every loop starts with
 //
-//	global.get $interrupt
-//	if
-//	  unreachable
-//	end
+//	$fuel -= 1
+//	if $fuel <= 0 {
+//	  $fuel = yieldEvery
+//	  memory.grow 0        ;; an exit to Go, changing nothing
+//	  if $interrupt { unreachable }
+//	}
 //
-// a load and a branch. To stop a call the host sets the global from
-// another goroutine (api.MutableGlobal.Set writes the word the compiled
-// code loads), the loop traps at its next iteration, and the instance is
-// discarded. Like wazero's check it is at loop heads only: straight-line
-// code ends on its own, and recursion ends at the stack limit.
+// a few loads and stores and a branch. To stop a call the host sets
+// $interrupt from another goroutine (api.MutableGlobal.Set writes the word
+// the compiled code loads); the loop traps within yieldEvery iterations
+// and the instance is discarded.
+//
+// The exit to Go is what makes that safe. Native code that never leaves
+// for Go cannot be preempted: the garbage collector, which needs every P
+// to reach a safe point, and with one P the scheduler itself, would wait
+// for the loop, and the loop waits for the goroutine that sets the
+// interrupt, which cannot run: a deadlock (seen in this package's tests
+// before the exit was added). memory.grow with a delta of 0 is the one
+// instruction that leaves for Go without an import, which would renumber
+// every function of the module; wazero's own check exits to Go at every
+// iteration instead of every yieldEvery.
+//
+// Like wazero's check it is at loop heads only: straight-line code ends
+// on its own, and recursion ends at the stack limit.
 //
 // The rewriter walks every instruction, so it must know every opcode's
-// immediates. A module using one it does not know is compiled as it is,
-// with wazero's check instead.
+// immediates. A module using one it does not know, or without a 32-bit
+// memory for the exit, is compiled as it is, with wazero's check instead.
+
+// yieldEvery is the number of loop iterations between exits to Go: about
+// 20–100 µs of a tight loop, which bounds how long the module can hold up
+// a collection, and how late it notices an interrupt.
+const yieldEvery = 1 << 14
 
 // interruptExport is the export name of the added global.
 const interruptExport = "compact_host_interrupt"
+
+// startExport is the export name the rewriter gives a module's start
+// function, which it removes from the start section: wasm runs a start
+// function inside instantiation, before the host can reach the interrupt
+// global, so the host calls it itself, right after instantiation and under
+// the same deadline as any call.
+const startExport = "compact_host_start"
 
 // errNotInstrumentable says the module uses something the rewriter does
 // not know; it is not a fault of the module.
@@ -44,6 +70,7 @@ const (
 	secImport    = 2
 	secGlobal    = 6
 	secExport    = 7
+	secStart     = 8
 	secCode      = 10
 	secTag       = 13
 	secDataCount = 12
@@ -83,8 +110,15 @@ func instrument(bin []byte) ([]byte, error) {
 		sections = append(sections, section{id, body})
 	}
 	importedGlobals, definedGlobals := 0, 0
+	start := int64(-1)
 	for _, s := range sections {
 		switch s.id {
+		case secStart:
+			sr := &wasmReader{b: s.body}
+			start = int64(sr.u32())
+			if sr.err != nil {
+				return nil, sr.err
+			}
 		case secImport:
 			n, err := countImportedGlobals(s.body)
 			if err != nil {
@@ -120,9 +154,9 @@ func instrument(bin []byte) ([]byte, error) {
 			if !present[id] && sectionRank(id) < sectionRank(next) {
 				switch id {
 				case secGlobal:
-					emit(secGlobal, addGlobal(nil))
+					emit(secGlobal, addGlobals(nil))
 				case secExport:
-					body, err := addExport(nil, global)
+					body, err := addExports(nil, global, start)
 					if err != nil {
 						panic(err) // an empty section cannot collide
 					}
@@ -137,13 +171,15 @@ func instrument(bin []byte) ([]byte, error) {
 		}
 		switch s.id {
 		case secGlobal:
-			emit(secGlobal, addGlobal(s.body))
+			emit(secGlobal, addGlobals(s.body))
 		case secExport:
-			body, err := addExport(s.body, global)
+			body, err := addExports(s.body, global, start)
 			if err != nil {
 				return nil, err
 			}
 			emit(secExport, body)
+		case secStart:
+			// dropped: exported as startExport instead
 		case secCode:
 			body, err := instrumentCode(s.body, global)
 			if err != nil {
@@ -158,27 +194,32 @@ func instrument(bin []byte) ([]byte, error) {
 	return out, nil
 }
 
-// addGlobal appends (global (mut i32) (i32.const 0)) to a global section.
-func addGlobal(body []byte) []byte {
+// addGlobals appends $interrupt, (global (mut i32) (i32.const 0)), and
+// $fuel, (global (mut i32) (i32.const yieldEvery)), to a global section.
+func addGlobals(body []byte) []byte {
 	r := &wasmReader{b: body}
 	n := uint32(0)
 	if len(body) > 0 {
 		n = r.u32()
 	}
-	out := appendU32(nil, n+1)
+	out := appendU32(nil, n+2)
 	out = append(out, body[r.i:]...)
-	return append(out, 0x7f, 0x01, 0x41, 0x00, 0x0b)
+	out = append(out, 0x7f, 0x01, 0x41, 0x00, 0x0b)
+	out = append(out, 0x7f, 0x01, 0x41)
+	out = appendS32(out, yieldEvery)
+	return append(out, 0x0b)
 }
 
-// addExport appends the interrupt global's export to an export section.
-func addExport(body []byte, global uint32) ([]byte, error) {
+// addExports appends to an export section the interrupt global's export
+// and, when start is a function index, the start function's.
+func addExports(body []byte, global uint32, start int64) ([]byte, error) {
 	r := &wasmReader{b: body}
 	n := uint32(0)
 	if len(body) > 0 {
 		n = r.u32()
 		for range n {
-			if string(r.name()) == interruptExport {
-				return nil, fmt.Errorf("%w: the module already exports %s", errNotInstrumentable, interruptExport)
+			if name := string(r.name()); name == interruptExport || name == startExport {
+				return nil, fmt.Errorf("%w: the module already exports %s", errNotInstrumentable, name)
 			}
 			r.byte()
 			r.u32()
@@ -187,12 +228,23 @@ func addExport(body []byte, global uint32) ([]byte, error) {
 			}
 		}
 	}
-	out := appendU32(nil, n+1)
+	added := uint32(1)
+	if start >= 0 {
+		added++
+	}
+	out := appendU32(nil, n+added)
 	out = append(out, body[min(len(body), lebLen(body)):]...)
 	out = appendU32(out, uint32(len(interruptExport)))
 	out = append(out, interruptExport...)
 	out = append(out, 0x03)
-	return appendU32(out, global), nil
+	out = appendU32(out, global)
+	if start >= 0 {
+		out = appendU32(out, uint32(len(startExport)))
+		out = append(out, startExport...)
+		out = append(out, 0x00)
+		out = appendU32(out, uint32(start))
+	}
+	return out, nil
 }
 
 // lebLen is the length of the LEB128 number at the start of b.
@@ -239,8 +291,7 @@ func instrumentCode(body []byte, global uint32) ([]byte, error) {
 	r := &wasmReader{b: body}
 	n := r.u32()
 	out := appendU32(make([]byte, 0, len(body)+len(body)/8), n)
-	check := appendU32([]byte{0x23}, global)
-	check = append(check, 0x04, 0x40, 0x00, 0x0b)
+	check := loopCheck(global, global+1)
 	var fn []byte
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		size := r.u32()
@@ -499,6 +550,39 @@ func (r *wasmReader) prefixAtomic() {
 		r.memarg()
 	default:
 		r.fail("opcode 0xfe %d", sub)
+	}
+}
+
+// loopCheck is the code put at the head of every loop; see the top of
+// this file.
+func loopCheck(interrupt, fuel uint32) []byte {
+	var b []byte
+	op := func(code byte, index uint32) { b = appendU32(append(b, code), index) }
+	const globalGet, globalSet = 0x23, 0x24
+	op(globalGet, fuel)
+	b = append(b, 0x41, 0x01, 0x6b) // i32.const 1, i32.sub
+	op(globalSet, fuel)
+	op(globalGet, fuel)
+	b = append(b, 0x41, 0x00, 0x4c) // i32.const 0, i32.le_s
+	b = append(b, 0x04, 0x40)       // if
+	b = append(b, 0x41)             // i32.const yieldEvery
+	b = appendS32(b, yieldEvery)
+	op(globalSet, fuel)
+	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a) // i32.const 0, memory.grow 0, drop
+	op(globalGet, interrupt)
+	b = append(b, 0x04, 0x40, 0x00, 0x0b) // if, unreachable, end
+	return append(b, 0x0b)                // end
+}
+
+// appendS32 appends v as a signed LEB128 number.
+func appendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 && c&0x40 == 0 || v == -1 && c&0x40 != 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -70,12 +71,29 @@ func TestInstrumentEveryPlugin(t *testing.T) {
 	}
 }
 
+// A loop is stopped, even while the collector needs every P (which the
+// loop must let it have) and with one P only (where the goroutine that
+// sets the interrupt must get the P from the loop); the next call works.
 func TestInterruptStopsALoopAndTheNextCallWorks(t *testing.T) {
 	m := load(t, newEngine(t, Config{MaxInstances: 1}), hostileBin(t, "loop"))
 	if !m.interruptible {
 		t.Fatal("loop.wasm was not instrumented")
 	}
-	for range 3 {
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{2, 1, 1} {
+		runtime.GOMAXPROCS(procs)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		_, err := m.Call(ctx, nil, abi.ExportTruncate, []byte("x"))
 		cancel()
@@ -150,4 +168,17 @@ func FuzzInstrument(f *testing.F) {
 		}
 		after.Close(context.Background())
 	})
+}
+
+// Code that runs when an instance is made (a start function, _initialize)
+// is stopped at the deadline of the load or call that makes the instance.
+func TestLoopAtInstantiationIsStopped(t *testing.T) {
+	for _, name := range []string{"initloop", "startloop"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := newEngine(t, Config{}).Load(ctx, name+".wasm", hostileBin(t, name))
+		cancel()
+		if !errors.Is(err, pluginapi.ErrDeadlineExceeded) {
+			t.Errorf("%s: got %v, want ErrDeadlineExceeded", name, err)
+		}
+	}
 }

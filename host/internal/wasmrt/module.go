@@ -267,6 +267,9 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 		WithSysNanotime().
 		WithSysNanosleep().
 		WithRandSource(rand.Reader)
+	if m.interruptible {
+		config = config.WithStartFunctions() // run below, where they can be interrupted
+	}
 	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, alloc), m.compiled, config)
 	if err != nil {
 		return nil, m.callError(ctx, inst, "instantiate", err)
@@ -277,12 +280,10 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 		return nil, &pluginapi.Error{Kind: pluginapi.ErrMemoryLimit, Op: "instantiate", Err: fmt.Errorf("initial memory is over %d pages", m.cfg.MemoryLimitPages)}
 	}
 	if m.interruptible {
-		g, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
-		if !ok {
+		if err := m.start(ctx, inst); err != nil {
 			_ = mod.Close(context.Background())
-			return nil, &pluginapi.Error{Kind: pluginapi.ErrInvalidPlugin, Op: "instantiate", Err: fmt.Errorf("the interrupt global %s is missing", interruptExport)}
+			return nil, err
 		}
-		inst.interrupt = g
 	}
 	inst.alloc = mod.ExportedFunction(abi.ExportAlloc)
 	inst.free = mod.ExportedFunction(abi.ExportFree)
@@ -370,28 +371,6 @@ func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string
 	return out, err
 }
 
-// callInterruptible runs a call of a module with the interrupt check on
-// the caller's goroutine; when ctx is done the instance's interrupt global
-// is set, the module traps at its next loop head, and the instance is
-// discarded. Nothing runs per call but the registration of that function
-// on ctx: no goroutine, no timer.
-func (m *module) callInterruptible(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		m.put(inst) // not run: the instance is as it was
-		return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: opName(export), Err: err}
-	}
-	stop := context.AfterFunc(ctx, func() { inst.interrupt.Set(1) })
-	out, err := m.call(ctx, inst, fn, export, frame)
-	if !stop() {
-		// The interrupt was set, or is being set: the instance cannot
-		// serve again. An answer completed before it is still good.
-		m.discard(inst)
-		return out, err
-	}
-	m.done(inst, err)
-	return out, err
-}
-
 // done returns inst to the pool after its call, or discards it when the
 // call failed in a way that may have left it unsound. An answer refused
 // for its size leaves the instance as sound as any answer: it stays the
@@ -403,6 +382,65 @@ func (m *module) done(inst *instance, err error) {
 		return
 	}
 	m.put(inst)
+}
+
+// start runs the start function (which the rewriter exports as
+// startExport) and _initialize of a new instance of an interruptible
+// module, stopped like a call when ctx is done.
+func (m *module) start(ctx context.Context, inst *instance) error {
+	g, ok := inst.mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+	if !ok {
+		return &pluginapi.Error{Kind: pluginapi.ErrInvalidPlugin, Op: "instantiate", Err: fmt.Errorf("the interrupt global %s is missing", interruptExport)}
+	}
+	inst.interrupt = g
+	for _, name := range []string{startExport, "_initialize"} {
+		fn := inst.mod.ExportedFunction(name)
+		if fn == nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: "instantiate", Err: err}
+		}
+		var err error
+		interruptibly(ctx, inst, func() { err = fn.CallWithStack(ctx, nil) })
+		if err != nil {
+			return m.callError(ctx, inst, "instantiate", err)
+		}
+	}
+	return nil
+}
+
+// interruptibly runs f on this goroutine and sets inst's interrupt global
+// if ctx is done first, which stops the module's code at its next loop
+// head. Nothing runs per call but the registration of that function on
+// ctx: no goroutine, no timer. It reports whether the interrupt was set,
+// after which the instance cannot serve again.
+func interruptibly(ctx context.Context, inst *instance, f func()) (interrupted bool) {
+	if ctx.Done() == nil {
+		f()
+		return false
+	}
+	stop := context.AfterFunc(ctx, func() { inst.interrupt.Set(1) })
+	f()
+	return !stop()
+}
+
+// callInterruptible runs a call of a module with the interrupt check.
+func (m *module) callInterruptible(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		m.put(inst) // not run: the instance is as it was
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: opName(export), Err: err}
+	}
+	var (
+		out []byte
+		err error
+	)
+	if interruptibly(ctx, inst, func() { out, err = m.call(ctx, inst, fn, export, frame) }) {
+		m.discard(inst) // an answer completed before the interrupt is still good
+		return out, err
+	}
+	m.done(inst, err)
+	return out, err
 }
 
 // keepRequestBytes is the largest request buffer an instance keeps for
