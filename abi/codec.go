@@ -149,21 +149,50 @@ func (w *jsonWriter) usage(u Usage) {
 // Decode reads a frame into doc, a pointer to one of the documents listed
 // at Encode. If the frame is an error frame, Decode returns its *Error.
 // Byte-slice fields of doc alias frame; strings are copies. doc is only
-// written when Decode succeeds.
+// changed when Decode succeeds.
 func Decode(frame []byte, doc any) error {
-	switch doc.(type) {
-	case *Info, *SummarizeRequest, *SummarizeResponse, *TruncateRequest, *TruncateResponse,
-		*CompleteRequest, *CompleteResponse, *CountTokensRequest, *CountTokensResponse:
-	default:
-		return fmt.Errorf("abi: cannot decode into %T", doc)
+	switch d := doc.(type) {
+	case *Info:
+		return decodeInto(frame, d)
+	case *SummarizeRequest:
+		return decodeInto(frame, d)
+	case *SummarizeResponse:
+		return decodeInto(frame, d)
+	case *TruncateRequest:
+		return decodeInto(frame, d)
+	case *TruncateResponse:
+		return decodeInto(frame, d)
+	case *CompleteRequest:
+		return decodeInto(frame, d)
+	case *CompleteResponse:
+		return decodeInto(frame, d)
+	case *CountTokensRequest:
+		return decodeInto(frame, d)
+	case *CountTokensResponse:
+		return decodeInto(frame, d)
 	}
-	f, err := readFrame(frame)
-	if err != nil {
+	return fmt.Errorf("abi: cannot decode into %T", doc)
+}
+
+// decodeInto decodes into d, putting back what d held if that fails. The
+// copy lives on the stack, where a deferred store of a decoded value would
+// have cost allocations, which inside a Go wasm plugin are dear.
+func decodeInto[T any](frame []byte, d *T) error {
+	old := *d
+	if err := decode(frame, d); err != nil {
+		*d = old
 		return err
 	}
-	r := &docReader{jsonReader: jsonReader{b: f.header}, frame: f}
+	return nil
+}
+
+func decode(frame []byte, doc any) error {
+	var f frameReader
+	if err := readFrame(frame, &f); err != nil {
+		return err
+	}
+	r := docReader{jsonReader: jsonReader{b: f.header}, frame: &f}
 	var (
-		commit  func()
 		errDoc  *Error
 		hasBody bool
 	)
@@ -174,7 +203,7 @@ func Decode(frame []byte, doc any) error {
 				return
 			}
 			hasBody = true
-			commit = r.body(doc)
+			r.body(doc)
 		case "error":
 			if r.null() {
 				return
@@ -208,7 +237,6 @@ func Decode(frame []byte, doc any) error {
 	case !hasBody:
 		return fmt.Errorf("%w: header has neither body nor error", ErrMalformed)
 	}
-	commit()
 	return nil
 }
 
@@ -232,166 +260,157 @@ func (r *docReader) blob(what string) []byte {
 
 func (r *docReader) blobStr(what string) string { return string(r.blob(what)) }
 
-// body reads the document doc points to and returns the function that
-// stores it, called once the whole header has been read.
-func (r *docReader) body(doc any) func() {
+// body reads the document doc points to into it.
+func (r *docReader) body(doc any) {
 	switch d := doc.(type) {
 	case *Info:
-		var v Info
+		*d = Info{}
 		r.object("info", func(key []byte) {
 			switch string(key) {
 			case "abi_major":
-				v.ABIMajor = r.int("abi_major")
+				d.ABIMajor = r.int("abi_major")
 			case "abi_minor":
-				v.ABIMinor = r.int("abi_minor")
+				d.ABIMinor = r.int("abi_minor")
 			case "name":
-				v.Name = r.str("name")
+				d.Name = r.str("name")
 			case "version":
-				v.Version = r.str("version")
+				d.Version = r.str("version")
 			case "description":
-				v.Description = r.str("description")
+				d.Description = r.str("description")
 			case "kinds":
-				v.Kinds = r.strs("kinds")
+				d.Kinds = r.strs("kinds")
 			case "categories":
-				v.Categories = r.strs("categories")
+				d.Categories = r.strs("categories")
 			default:
 				r.skip()
 			}
 		})
-		return func() { *d = v }
 	case *SummarizeRequest:
-		var v SummarizeRequest
+		*d = SummarizeRequest{}
 		r.object("summarize request", func(key []byte) {
 			switch string(key) {
 			case "kind":
-				v.Kind = r.str("kind")
+				d.Kind = r.str("kind")
 			case "messages":
-				v.Messages = r.messages()
+				d.Messages = r.messages()
 			case "previous_summary":
-				v.PreviousSummary = r.blobStr("previous_summary")
+				d.PreviousSummary = r.blobStr("previous_summary")
 			case "file_ops":
 				r.object("file_ops", func(key []byte) {
 					switch string(key) {
 					case "read":
-						v.FileOps.Read = r.strs("read")
+						d.FileOps.Read = r.strs("read")
 					case "modified":
-						v.FileOps.Modified = r.strs("modified")
+						d.FileOps.Modified = r.strs("modified")
 					default:
 						r.skip()
 					}
 				})
 			case "target_tokens":
-				v.TargetTokens = r.int("target_tokens")
+				d.TargetTokens = r.int("target_tokens")
 			case "focus":
-				v.Focus = r.blobStr("focus")
+				d.Focus = r.blobStr("focus")
 			case "model_available":
-				v.ModelAvailable = r.bool("model_available")
+				d.ModelAvailable = r.bool("model_available")
 			default:
 				r.skip()
 			}
 		})
-		return func() { *d = v }
 	case *SummarizeResponse:
-		var v SummarizeResponse
+		*d = SummarizeResponse{}
 		r.object("summarize response", func(key []byte) {
 			switch string(key) {
 			case "summary":
-				v.Summary = r.blobStr("summary")
+				d.Summary = r.blobStr("summary")
 			case "offline":
-				v.Offline = r.bool("offline")
+				d.Offline = r.bool("offline")
 			default:
 				r.skip()
 			}
 		})
-		return func() { *d = v }
 	case *TruncateRequest:
-		var v TruncateRequest
+		*d = TruncateRequest{}
 		r.object("truncate request", func(key []byte) {
 			switch string(key) {
 			case "category":
-				v.Category = r.str("category")
+				d.Category = r.str("category")
 			case "tool_name":
-				v.ToolName = r.str("tool_name")
+				d.ToolName = r.str("tool_name")
 			case "content":
-				v.Content = r.blob("content")
+				d.Content = r.blob("content")
 			case "max_tokens":
-				v.MaxTokens = r.int("max_tokens")
+				d.MaxTokens = r.int("max_tokens")
 			default:
 				r.skip()
 			}
 		})
-		return func() { *d = v }
 	case *TruncateResponse:
-		var v TruncateResponse
+		*d = TruncateResponse{}
 		r.object("truncate response", func(key []byte) {
 			switch string(key) {
 			case "content":
-				v.Content = r.blob("content")
+				d.Content = r.blob("content")
 			case "truncated":
-				v.Truncated = r.bool("truncated")
+				d.Truncated = r.bool("truncated")
 			case "omitted_bytes":
-				v.OmittedBytes = r.int("omitted_bytes")
+				d.OmittedBytes = r.int("omitted_bytes")
 			case "omitted_lines":
-				v.OmittedLines = r.int("omitted_lines")
+				d.OmittedLines = r.int("omitted_lines")
 			default:
 				r.skip()
 			}
 		})
-		return func() { *d = v }
 	case *CompleteRequest:
-		var v CompleteRequest
+		*d = CompleteRequest{}
 		r.object("complete request", func(key []byte) {
 			switch string(key) {
 			case "system":
-				v.System = r.blobStr("system")
+				d.System = r.blobStr("system")
 			case "messages":
-				v.Messages = r.messages()
+				d.Messages = r.messages()
 			case "max_tokens":
-				v.MaxTokens = r.int("max_tokens")
+				d.MaxTokens = r.int("max_tokens")
 			default:
 				r.skip()
 			}
 		})
-		return func() { *d = v }
 	case *CompleteResponse:
-		var v CompleteResponse
+		*d = CompleteResponse{}
 		r.object("complete response", func(key []byte) {
 			switch string(key) {
 			case "text":
-				v.Text = r.blobStr("text")
+				d.Text = r.blobStr("text")
 			case "usage":
-				v.Usage = r.usage()
+				d.Usage = r.usage()
 			case "model":
-				v.Model = r.str("model")
+				d.Model = r.str("model")
 			default:
 				r.skip()
 			}
 		})
-		return func() { *d = v }
 	case *CountTokensRequest:
-		var v CountTokensRequest
+		*d = CountTokensRequest{}
 		r.object("count tokens request", func(key []byte) {
 			switch string(key) {
 			case "text":
-				v.Text = r.blobStr("text")
+				d.Text = r.blobStr("text")
 			default:
 				r.skip()
 			}
 		})
-		return func() { *d = v }
 	case *CountTokensResponse:
-		var v CountTokensResponse
+		*d = CountTokensResponse{}
 		r.object("count tokens response", func(key []byte) {
 			switch string(key) {
 			case "tokens":
-				v.Tokens = r.int("tokens")
+				d.Tokens = r.int("tokens")
 			default:
 				r.skip()
 			}
 		})
-		return func() { *d = v }
+	default:
+		panic(fmt.Sprintf("abi: no decoder for %T", doc)) // Decode checked the type
 	}
-	panic(fmt.Sprintf("abi: no decoder for %T", doc)) // Decode checked the type
 }
 
 func (r *docReader) messages() []Message {

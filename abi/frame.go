@@ -64,56 +64,61 @@ func (w *frameWriter) finish() []byte {
 // frameReader resolves blob references of a decoded frame. Blobs alias the
 // frame's bytes.
 type frameReader struct {
-	header []byte
-	blobs  [][]byte
+	header   []byte
+	blobs    [][]byte
+	blobsBuf [4][]byte // room for a small frame's blobs without allocating
 }
 
-func readFrame(b []byte) (*frameReader, error) {
+// readFrame checks the frame's layout and fills r with its parts.
+func readFrame(b []byte, r *frameReader) error {
 	if len(b) > MaxFrameSize {
-		return nil, fmt.Errorf("%w: %d bytes is over the %d byte limit", ErrMalformed, len(b), MaxFrameSize)
+		return fmt.Errorf("%w: %d bytes is over the %d byte limit", ErrMalformed, len(b), MaxFrameSize)
 	}
 	if len(b) < 12 {
-		return nil, fmt.Errorf("%w: %d bytes is shorter than the smallest frame", ErrMalformed, len(b))
+		return fmt.Errorf("%w: %d bytes is shorter than the smallest frame", ErrMalformed, len(b))
 	}
 	if [4]byte(b[:4]) != frameMagic {
 		if b[0] == 'C' && b[1] == 'H' && b[2] == 'F' {
-			return nil, fmt.Errorf("%w: frame is ABI v%d, host speaks v%d", ErrMalformed, b[3], Major)
+			return fmt.Errorf("%w: frame is ABI v%d, host speaks v%d", ErrMalformed, b[3], Major)
 		}
-		return nil, fmt.Errorf("%w: bad magic %q", ErrMalformed, b[:4])
+		return fmt.Errorf("%w: bad magic %q", ErrMalformed, b[:4])
 	}
 	rest := b[4:]
 	hlen := binary.LittleEndian.Uint32(rest)
 	rest = rest[4:]
 	if uint64(hlen) > uint64(len(rest)) {
-		return nil, fmt.Errorf("%w: header length %d runs past the frame end", ErrMalformed, hlen)
+		return fmt.Errorf("%w: header length %d runs past the frame end", ErrMalformed, hlen)
 	}
-	r := &frameReader{header: rest[:hlen]}
+	r.header = rest[:hlen]
 	rest = rest[hlen:]
 	if len(rest) < 4 {
-		return nil, fmt.Errorf("%w: missing blob count", ErrMalformed)
+		return fmt.Errorf("%w: missing blob count", ErrMalformed)
 	}
 	n := binary.LittleEndian.Uint32(rest)
 	rest = rest[4:]
 	if uint64(n)*4 > uint64(len(rest)) {
-		return nil, fmt.Errorf("%w: %d blobs cannot fit in %d bytes", ErrMalformed, n, len(rest))
+		return fmt.Errorf("%w: %d blobs cannot fit in %d bytes", ErrMalformed, n, len(rest))
 	}
-	r.blobs = make([][]byte, 0, n)
+	r.blobs = r.blobsBuf[:0]
+	if n > uint32(len(r.blobsBuf)) {
+		r.blobs = make([][]byte, 0, n)
+	}
 	for i := uint32(0); i < n; i++ {
 		if len(rest) < 4 {
-			return nil, fmt.Errorf("%w: blob %d has no length", ErrMalformed, i)
+			return fmt.Errorf("%w: blob %d has no length", ErrMalformed, i)
 		}
 		l := binary.LittleEndian.Uint32(rest)
 		rest = rest[4:]
 		if uint64(l) > uint64(len(rest)) {
-			return nil, fmt.Errorf("%w: blob %d length %d runs past the frame end", ErrMalformed, i, l)
+			return fmt.Errorf("%w: blob %d length %d runs past the frame end", ErrMalformed, i, l)
 		}
 		r.blobs = append(r.blobs, rest[:l:l])
 		rest = rest[l:]
 	}
 	if len(rest) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(rest))
+		return fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(rest))
 	}
-	return r, nil
+	return nil
 }
 
 // blob resolves a reference read by jsonReader.ref: -1 is empty.
