@@ -402,7 +402,11 @@ func (m *module) start(ctx context.Context, inst *instance) error {
 			return &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: "instantiate", Err: err}
 		}
 		var err error
-		interruptibly(ctx, inst, func() { err = fn.CallWithStack(ctx, nil) })
+		if interruptibly(ctx, inst, func() { err = fn.CallWithStack(ctx, nil) }) && err == nil {
+			// Finished as the deadline passed, but the interrupt is set:
+			// the instance would trap in its first loop.
+			return &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: "instantiate", Err: ctx.Err()}
+		}
 		if err != nil {
 			return m.callError(ctx, inst, "instantiate", err)
 		}
