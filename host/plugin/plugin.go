@@ -99,7 +99,7 @@ func (p *Plugin) Truncate(ctx context.Context, svc Services, req *abi.TruncateRe
 }
 
 func (p *Plugin) call(ctx context.Context, svc Services, export string, req, resp any) error {
-	op := strings.TrimPrefix(export, abi.ExportPrefix)
+	op := pluginapi.OpName(export)
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
@@ -347,7 +347,7 @@ func InProcess(p *sdk.Plugin, opts Options) *Plugin {
 }
 
 func (p *Plugin) callInProcess(ctx context.Context, svc pluginapi.Services, export string, req, resp any) (err error) {
-	op := strings.TrimPrefix(export, abi.ExportPrefix)
+	op := pluginapi.OpName(export)
 	defer func() {
 		if r := recover(); r != nil {
 			err = &Error{Kind: ErrPluginError, Op: op, Err: abi.Errorf(abi.CodeInternal, "plugin panicked: %v", r)}

@@ -7,6 +7,8 @@ package pluginapi
 import (
 	"errors"
 	"fmt"
+
+	"github.com/compact-host/compact-host/abi"
 )
 
 // Error kinds. Every error a runtime returns for a plugin is an *Error
@@ -87,4 +89,18 @@ func Located(err error, name, path string) error {
 		}
 	}
 	return err
+}
+
+// OpName is the operation an export performs, as errors name it: "info",
+// "summarize", "truncate".
+func OpName(export string) string {
+	switch export {
+	case abi.ExportInfo:
+		return "info"
+	case abi.ExportSummarize:
+		return "summarize"
+	case abi.ExportTruncate:
+		return "truncate"
+	}
+	return export
 }

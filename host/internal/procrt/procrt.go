@@ -164,7 +164,7 @@ func minimalEnv() []string {
 // plugin's code may still be running and cannot be stopped any other way.
 // The next call starts a new process.
 func (p *Plugin) Call(ctx context.Context, svc pluginapi.Services, export string, frame []byte) ([]byte, error) {
-	op := opName(export)
+	op := pluginapi.OpName(export)
 	client, wire, err := p.conn()
 	if err != nil {
 		return nil, err
@@ -218,16 +218,4 @@ func (h hostServer) Call(ctx context.Context, op uint32, frame []byte) []byte {
 
 func (h hostServer) Log(level int, msg string) {
 	h.logger.Log(context.Background(), pluginapi.LogLevel(level), msg)
-}
-
-func opName(export string) string {
-	switch export {
-	case abi.ExportInfo:
-		return "info"
-	case abi.ExportSummarize:
-		return "summarize"
-	case abi.ExportTruncate:
-		return "truncate"
-	}
-	return export
 }

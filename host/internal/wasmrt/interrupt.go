@@ -214,9 +214,10 @@ func addGlobals(body []byte) []byte {
 // and, when start is a function index, the start function's.
 func addExports(body []byte, global uint32, start int64) ([]byte, error) {
 	r := &wasmReader{b: body}
-	n := uint32(0)
+	n, entries := uint32(0), 0
 	if len(body) > 0 {
 		n = r.u32()
+		entries = r.i
 		for range n {
 			if name := string(r.name()); name == interruptExport || name == startExport {
 				return nil, fmt.Errorf("%w: the module already exports %s", errNotInstrumentable, name)
@@ -233,7 +234,7 @@ func addExports(body []byte, global uint32, start int64) ([]byte, error) {
 		added++
 	}
 	out := appendU32(nil, n+added)
-	out = append(out, body[min(len(body), lebLen(body)):]...)
+	out = append(out, body[entries:]...)
 	out = appendU32(out, uint32(len(interruptExport)))
 	out = append(out, interruptExport...)
 	out = append(out, 0x03)
@@ -245,16 +246,6 @@ func addExports(body []byte, global uint32, start int64) ([]byte, error) {
 		out = appendU32(out, uint32(start))
 	}
 	return out, nil
-}
-
-// lebLen is the length of the LEB128 number at the start of b.
-func lebLen(b []byte) int {
-	for i, c := range b {
-		if c&0x80 == 0 {
-			return i + 1
-		}
-	}
-	return len(b)
 }
 
 func countImportedGlobals(body []byte) (int, error) {

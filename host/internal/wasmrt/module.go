@@ -359,7 +359,7 @@ func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string
 	fn := inst.exports[export]
 	if fn == nil {
 		m.put(inst)
-		return nil, &pluginapi.Error{Kind: pluginapi.ErrPluginError, Op: opName(export),
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrPluginError, Op: pluginapi.OpName(export),
 			Err: abi.Errorf(abi.CodeUnsupported, "plugin does not export %s", export)}
 	}
 	callCtx := context.WithValue(ctx, callKey{}, &callState{svc: svc})
@@ -433,7 +433,7 @@ func interruptibly(ctx context.Context, inst *instance, f func()) (interrupted b
 func (m *module) callInterruptible(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		m.put(inst) // not run: the instance is as it was
-		return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: opName(export), Err: err}
+		return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Op: pluginapi.OpName(export), Err: err}
 	}
 	var (
 		out []byte
@@ -461,7 +461,7 @@ const minRequestBytes = 4 << 10
 // call, and the answer stays the plugin's (see abi/README.md, Memory
 // ownership), so neither alloc nor free runs.
 func (m *module) call(ctx context.Context, inst *instance, fn api.Function, export string, frame []byte) ([]byte, error) {
-	op := opName(export)
+	op := pluginapi.OpName(export)
 	stack := inst.stack[:]
 	if export != abi.ExportInfo {
 		if err := m.requestBuffer(ctx, inst, op, len(frame)); err != nil {
@@ -544,18 +544,6 @@ func (m *module) callError(ctx context.Context, inst *instance, op string, err e
 		err = fmt.Errorf("plugin exited with code %d: %s", exit.ExitCode(), inst.stderrTail.String())
 	}
 	return &pluginapi.Error{Kind: kind, Op: op, Err: err}
-}
-
-func opName(export string) string {
-	switch export {
-	case abi.ExportInfo:
-		return "info"
-	case abi.ExportSummarize:
-		return "summarize"
-	case abi.ExportTruncate:
-		return "truncate"
-	}
-	return export
 }
 
 const (
