@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestWriteReplacesOrLeavesAlone(t *testing.T) {
@@ -17,22 +20,15 @@ func TestWriteReplacesOrLeavesAlone(t *testing.T) {
 		w.Write([]byte("half of the new"))
 		return boom
 	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("got %v", err)
-	}
-	if b, _ := os.ReadFile(path); string(b) != "old\n" {
-		t.Fatalf("target changed on failure: %q", b)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Fatalf("temporary file left behind: %v", entries)
-	}
-	if err := Write(path, 0o600, func(w io.Writer) error { _, err := w.Write([]byte("new\n")); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(path); string(b) != "new\n" {
-		t.Fatalf("got %q", b)
-	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
-		t.Errorf("mode %v", fi.Mode())
-	}
+	require.ErrorIs(t, err, boom)
+	b, _ := os.ReadFile(path)
+	assert.Equal(t, "old\n", string(b), "target changed on failure")
+	entries, _ := os.ReadDir(dir)
+	assert.Len(t, entries, 1, "temporary file left behind")
+	require.NoError(t, Write(path, 0o600, func(w io.Writer) error { _, err := w.Write([]byte("new\n")); return err }))
+	b, _ = os.ReadFile(path)
+	assert.Equal(t, "new\n", string(b))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }

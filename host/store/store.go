@@ -1,0 +1,89 @@
+// Package store keeps compactions so that every replica of the proxy or
+// the service, and every later request of one conversation, reuses the
+// same summary bytes instead of paying the model again.
+//
+// A Record is one compaction of a conversation's prefix, kept under Key:
+// the content hash of the folded prefix and of the settings that shaped
+// the summary. A conversation's newest record is also reachable by the
+// conversation's ID, so a request finds what to splice in one round trip:
+// Latest, then a hash of the request's first FoldedCount messages compared
+// with the record's PrefixHash.
+//
+// Implementations: Memory (tests and single processes), the embedded disk
+// store (the default) and Redis (package redisstore), all checked by the
+// same conformance kit (package storetest).
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors of every Store. Implementations wrap them with %w.
+var (
+	// ErrNotFound: no record under that key or conversation.
+	ErrNotFound = errors.New("store: not found")
+	// ErrLocked: another holder has the conversation's lock.
+	ErrLocked = errors.New("store: conversation is locked")
+	// ErrLeaseLost: the lease ran out and someone else took the lock
+	// before Release.
+	ErrLeaseLost = errors.New("store: lock lease lost")
+	// ErrUnavailable: the backing service cannot be reached; callers go
+	// on without the store (the proxy forwards uncompacted).
+	ErrUnavailable = errors.New("store: unavailable")
+)
+
+// Record is one compaction of a conversation's prefix.
+type Record struct {
+	// Key is the content hash of the folded prefix and of the settings
+	// (strategy, model, targets) that shaped the summary.
+	Key string `json:"key"`
+	// Conversation identifies the conversation the prefix belongs to.
+	Conversation string `json:"conversation"`
+	// PrefixHash is the content hash of the first FoldedCount messages
+	// alone, as they were sent; a request whose first FoldedCount
+	// messages hash to it gets Replacement instead of them.
+	PrefixHash  string `json:"prefix_hash"`
+	FoldedCount int    `json:"folded_count"`
+	// Replacement is the JSON array of messages, in the request's own
+	// format, that stands for the folded prefix, byte for byte as it is
+	// spliced into every later request.
+	Replacement []byte `json:"replacement"`
+	// Summary is the summary text inside Replacement.
+	Summary      string    `json:"summary"`
+	Strategy     string    `json:"strategy"`
+	Offline      bool      `json:"offline,omitempty"`
+	TokensBefore int       `json:"tokens_before"`
+	TokensAfter  int       `json:"tokens_after"`
+	CostUSD      float64   `json:"cost_usd"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// Lock is a held per-conversation lock. Its lease ends by itself, so a
+// crashed holder does not keep the conversation locked forever.
+type Lock interface {
+	// Release gives the lock up if this holder still has it, and
+	// returns ErrLeaseLost if the lease ran out and another holder
+	// took it meanwhile. It never releases another holder's lock.
+	Release(ctx context.Context) error
+}
+
+// Store keeps compaction records. Implementations are safe for
+// concurrent use by many goroutines and, where they share a backend, by
+// many processes. Every method honours ctx's deadline.
+type Store interface {
+	// Get returns the record under key, or ErrNotFound.
+	Get(ctx context.Context, key string) (*Record, error)
+	// Latest returns the newest record Put for conversation, or
+	// ErrNotFound.
+	Latest(ctx context.Context, conversation string) (*Record, error)
+	// Put saves rec under rec.Key and makes it the newest record of
+	// rec.Conversation.
+	Put(ctx context.Context, rec *Record) error
+	// Lock takes conversation's lock for at most lease, or returns
+	// ErrLocked at once if another holder has it.
+	Lock(ctx context.Context, conversation string, lease time.Duration) (Lock, error)
+	// Close releases the store's resources.
+	Close() error
+}
