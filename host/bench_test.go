@@ -1,7 +1,10 @@
 package host
 
 import (
+	"bufio"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/compact-host/compact-host/abi"
@@ -81,6 +84,53 @@ func BenchmarkAppend(b *testing.B) {
 				m.ID = ""
 				if err := s.Append(m); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// writePruneLog writes a session log of n tool results, each followed by a
+// prune of it: the shape a long agent run leaves when every old result
+// gets shortened.
+func writePruneLog(b *testing.B, n int) string {
+	path := filepath.Join(b.TempDir(), "prunes.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	for i := range n {
+		fmt.Fprintf(w, `{"type":"message","message":{"id":"m%d","role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","text":"output of step %d, long enough to be worth pruning"}]}}`+"\n", i, i, i)
+		fmt.Fprintf(w, `{"type":"prune","prune":{"message_id":"m%d","block":0,"text":"[pruned]"}}`+"\n", i)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// BenchmarkOpenSessionManyPrunes replays logs of n messages and n prunes:
+// the time per op must grow linearly with n.
+func BenchmarkOpenSessionManyPrunes(b *testing.B) {
+	for _, n := range []int{20_000, 200_000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			path := writePruneLog(b, n)
+			e, err := New(Config{ContextWindow: 1 << 30, Tokenizer: "chars"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				s, err := e.LoadSession(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if s.Len() != n {
+					b.Fatalf("loaded %d messages, want %d", s.Len(), n)
 				}
 			}
 		})

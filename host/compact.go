@@ -67,6 +67,9 @@ type plan struct {
 }
 
 func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
+	if err := s.refresh(); err != nil {
+		return nil, err
+	}
 	p := &plan{start: s.viewStart, previous: s.previousSummary(), generation: len(s.compactions)}
 	p.cut = s.findCut(p.start, keep, e.cfg.MinKeepMessages)
 	if p.cut <= p.start {
@@ -366,8 +369,14 @@ func mentions(summary, request string) bool {
 func (e *Engine) splice(s *Session, p *plan, c *Compaction, overhead int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Under the log's lock, the compaction is checked against the log as
+	// it is now, with what other writers appended replayed.
+	if err := s.lockLog(); err != nil {
+		return fmt.Errorf("host: compaction not saved, session unchanged: %w", err)
+	}
+	defer s.unlockLog()
 	if len(s.compactions) != p.generation || s.viewStart != p.start {
-		return ErrConcurrentCompaction
+		return s.conflict()
 	}
 	c.ID = "c" + strconv.Itoa(len(s.compactions)+1)
 	c.FoldedThrough = s.msgs[p.cut-1].msg.ID
@@ -398,6 +407,10 @@ func (e *Engine) splice(s *Session, p *plan, c *Compaction, overhead int) error 
 func (e *Engine) emergency(s *Session, before, overhead int) (Compaction, error) {
 	began := time.Now()
 	s.mu.Lock()
+	if err := s.refresh(); err != nil {
+		s.mu.Unlock()
+		return Compaction{}, err
+	}
 	p := &plan{start: s.viewStart, previous: s.previousSummary(), generation: len(s.compactions), before: before}
 	n := len(s.msgs)
 	from := max(n-e.cfg.EmergencyKeepMessages, p.start+1)

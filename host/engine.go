@@ -4,18 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/catalog"
-	"github.com/compact-host/compact-host/host/internal/jsonl"
 	"github.com/compact-host/compact-host/host/internal/tokens"
 	"github.com/compact-host/compact-host/host/overflow"
 	"github.com/compact-host/compact-host/host/plugin"
@@ -83,6 +79,8 @@ type Engine struct {
 	model      ModelClient
 	log        *slog.Logger
 	events     bus
+	// maxSessionBytes bounds the session logs read; see WithMaxSessionBytes.
+	maxSessionBytes int64
 
 	mu       sync.Mutex
 	calib    tokens.Calibration
@@ -152,88 +150,6 @@ func (e *Engine) NewSession() *Session {
 	s := newSession("session-"+hex.EncodeToString(b[:]), e.counter)
 	s.files = newFileOps(&e.cfg.FileTools)
 	return s
-}
-
-// OpenSession opens the session log at path, creating it if needed, and
-// replays it. A torn last line (a crash mid-append) is moved aside and
-// reported by Session.Torn; everything before it loads. A bad complete
-// line is an error naming the file and line.
-func (e *Engine) OpenSession(path string) (*Session, error) {
-	s := newSession(path, e.counter)
-	s.files = newFileOps(&e.cfg.FileTools)
-	log, torn, err := jsonl.Open(path, s.replayLine)
-	if err != nil {
-		return nil, fmt.Errorf("host: open session: %w", err)
-	}
-	log.Sync = e.cfg.SyncWrites
-	s.log, s.torn = log, torn
-	if torn != nil {
-		e.log.Warn("session log had a torn last line", "path", path, "torn", torn.String())
-	}
-	return s, nil
-}
-
-// LoadSession replays a session log read-only.
-func (e *Engine) LoadSession(path string) (*Session, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("host: load session: %w", err)
-	}
-	defer f.Close()
-	return e.ReadSession(f, path)
-}
-
-// ReadSession replays a session log from r, read-only; name stands for it
-// in errors ("name:LINE: ..."). A torn last line is reported by
-// Session.Torn, as with LoadSession.
-func (e *Engine) ReadSession(r io.Reader, name string) (*Session, error) {
-	s := newSession(name, e.counter)
-	s.files = newFileOps(&e.cfg.FileTools)
-	torn, _, err := jsonl.ReadFrom(r, name, s.replayLine)
-	if err != nil {
-		return nil, fmt.Errorf("host: load session: %w", err)
-	}
-	s.torn = torn
-	return s, nil
-}
-
-// replayLine applies one log line while a session loads.
-func (s *Session) replayLine(line []byte, _ int) error {
-	var ent Entry
-	if err := json.Unmarshal(line, &ent); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadEntry, err)
-	}
-	switch ent.Type {
-	case EntryMessage:
-		if ent.Message == nil {
-			return fmt.Errorf("%w: message entry without a message", ErrBadEntry)
-		}
-		return s.appendLocked(*ent.Message, false)
-	case EntryCompaction:
-		if ent.Compaction == nil {
-			return fmt.Errorf("%w: compaction entry without a compaction", ErrBadEntry)
-		}
-		return s.applyCompaction(*ent.Compaction)
-	case EntryPrune:
-		p := ent.Prune
-		if p == nil {
-			return fmt.Errorf("%w: prune entry without a prune", ErrBadEntry)
-		}
-		i, ok := s.index[p.MessageID]
-		if !ok || p.Block < 0 || p.Block >= len(s.msgs[i].msg.Content) {
-			return fmt.Errorf("%w: prune of unknown message %q block %d", ErrBadEntry, p.MessageID, p.Block)
-		}
-		s.applyPrune(i, p.Block, p.Text)
-		return nil
-	case EntryUndo:
-		if ent.Undo == nil || len(s.active) == 0 || s.compactions[s.active[len(s.active)-1]].ID != ent.Undo.Compaction {
-			return fmt.Errorf("%w: undo does not name the active compaction", ErrBadEntry)
-		}
-		s.active = s.active[:len(s.active)-1]
-		s.rebuildView()
-		return nil
-	}
-	return fmt.Errorf("%w: unknown entry type %q (want message, compaction, prune or undo)", ErrBadEntry, ent.Type)
 }
 
 // Request is what the next model call adds to the context beyond the
@@ -368,6 +284,10 @@ func (e *Engine) act(ctx context.Context, s *Session, overhead, before int) (Dec
 // a gate check. Session.Append does this for assistant messages carrying
 // Usage; call it directly when the reply is not appended.
 func (e *Engine) ObserveUsage(s *Session, u Usage) {
+	if err := checkUsage(&u); err != nil {
+		e.log.Warn("usage report ignored", "session", s.ID(), "err", err)
+		return
+	}
 	s.mu.Lock()
 	est, ok := s.lastEstimate, s.checked
 	s.checked = false

@@ -2,13 +2,16 @@ package host
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/jsonl"
@@ -74,7 +77,61 @@ var (
 	ErrDuplicateID   = errors.New("host: duplicate message id")
 	ErrNothingToUndo = errors.New("host: no compaction to undo")
 	ErrBadEntry      = errors.New("host: bad session entry")
+	// ErrInvalidUTF8: a log line, or a message to be logged, holds bytes
+	// that are not UTF-8 (or an unpaired \u surrogate escape). JSON
+	// decoding and encoding would turn them into U+FFFD, so the content
+	// would change without a word; it is refused instead.
+	ErrInvalidUTF8 = errors.New("host: text is not valid UTF-8")
+	// ErrBadUsage: a message's usage report holds a negative or absurd
+	// token count; it would derail calibration.
+	ErrBadUsage = errors.New("host: implausible usage numbers")
+	// ErrSessionTooLarge: a session log is over the engine's size limit
+	// (WithMaxSessionBytes).
+	ErrSessionTooLarge = errors.New("host: session log over the size limit")
+	// ErrNotRegularFile: a session log path names a device, FIFO or
+	// directory, which could be read forever.
+	ErrNotRegularFile = errors.New("host: session log is not a regular file")
+	// ErrLogBusy: another writer held the session log's lock too long.
+	// Retrying later is safe.
+	ErrLogBusy = jsonl.ErrLockTimeout
+	// ErrLogChanged: the session log was replaced, shortened, or left
+	// with a line another program is still writing. Reopen the session.
+	ErrLogChanged = jsonl.ErrChanged
 )
+
+// LineError is a session log line that could not be replayed: it names the
+// file and 1-based line, and wraps the reason (ErrBadEntry, ErrInvalidUTF8,
+// ErrBadUsage, ErrDuplicateID).
+type LineError = jsonl.LineError
+
+// ConflictError is a compaction refused at commit because another writer
+// appended a compaction or an undo to the log after this session read it.
+// It wraps ErrConcurrentCompaction. Nothing was written; running the
+// compaction again builds on the other writer's.
+type ConflictError struct {
+	Path  string
+	Line  int    // the other writer's entry
+	Entry string // what it is: "compaction c2", "undo of c1"
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("host: %s:%d: another writer appended %s while this compaction ran, so it was not saved; run it again to build on that one", e.Path, e.Line, e.Entry)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConcurrentCompaction }
+
+// DefaultMaxSessionBytes is the largest session log read unless
+// WithMaxSessionBytes says otherwise.
+const DefaultMaxSessionBytes = 1 << 30
+
+// WithMaxSessionBytes sets the largest session log OpenSession,
+// LoadSession and ReadSession read, in bytes. n <= 0 keeps the default,
+// DefaultMaxSessionBytes (1 GiB).
+func WithMaxSessionBytes(n int64) Option { return func(e *Engine) { e.maxSessionBytes = n } }
+
+// maxUsageTokens bounds each usage count: 2^40 tokens is far beyond any
+// context window and any bill, and keeps sums far from overflow.
+const maxUsageTokens = 1 << 40
 
 // msgState is one message and what the engine keeps about it.
 type msgState struct {
@@ -118,6 +175,12 @@ type Session struct {
 
 	nextID int
 	torn   *jsonl.Torn
+	// replaying defers prefix sums while lines are replayed; cumStale says
+	// a prune changed a message's estimate meanwhile.
+	replaying, cumStale bool
+	// foreign is the latest compaction or undo another writer appended
+	// since the session was loaded: what a refused compaction names.
+	foreign *ConflictError
 
 	// Gate state.
 	lastEstimate  int  // raw estimate of the last check, input for calibration
@@ -161,6 +224,20 @@ func (s *Session) Append(msgs ...Message) error {
 }
 
 func (s *Session) appendLocked(m Message, persist bool) error {
+	if err := checkUsage(m.Usage); err != nil {
+		if m.ID != "" {
+			return fmt.Errorf("message %q: %w", m.ID, err)
+		}
+		return err
+	}
+	if persist && s.log != nil && !s.log.Held() {
+		// What other writers appended comes first, and IDs are given
+		// after it is known.
+		if err := s.lockLog(); err != nil {
+			return err
+		}
+		defer s.unlockLog()
+	}
 	if m.ID == "" {
 		for {
 			s.nextID++
@@ -246,7 +323,163 @@ func (s *Session) writeEntry(e Entry) error {
 	if err != nil {
 		return fmt.Errorf("host: encode %s entry: %w", e.Type, err)
 	}
+	if invalidUTF8(line) >= 0 || bytes.Contains(line, []byte(`\ufffd`)) && encodedReplacement(line) {
+		return fmt.Errorf("host: %s entry not logged: %w (it would be written as U+FFFD); pass the text as UTF-8", e.Type, ErrInvalidUTF8)
+	}
+	if !s.log.Held() {
+		if err := s.lockLog(); err != nil {
+			return err
+		}
+		defer s.unlockLog()
+	}
 	return s.log.Append(line)
+}
+
+// lockLog takes the log's lock and replays what other writers appended
+// since the session last read or wrote it. Callers hold s.mu.
+func (s *Session) lockLog() error {
+	if s.log == nil {
+		return nil
+	}
+	s.replaying = true
+	err := s.log.Lock()
+	s.endReplay()
+	return err
+}
+
+func (s *Session) unlockLog() {
+	if s.log != nil {
+		s.log.Unlock()
+	}
+}
+
+// refresh replays what other writers appended, so a plan starts from the
+// log as it is. Callers hold s.mu.
+func (s *Session) refresh() error {
+	err := s.lockLog()
+	s.unlockLog()
+	return err
+}
+
+// conflict is the error of a compaction whose session changed under it.
+func (s *Session) conflict() error {
+	if s.foreign != nil {
+		c := *s.foreign
+		return &c
+	}
+	return ErrConcurrentCompaction
+}
+
+// endReplay brings the prefix sums up to date after lines were replayed:
+// once, not once per prune.
+func (s *Session) endReplay() {
+	s.replaying = false
+	if !s.cumStale {
+		return
+	}
+	s.cumStale = false
+	for i := range s.msgs {
+		s.cum[i+1] = s.cum[i] + s.msgs[i].tokens
+	}
+}
+
+// checkUsage refuses token counts no provider reports.
+func checkUsage(u *Usage) error {
+	if u == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"input_tokens", u.InputTokens}, {"output_tokens", u.OutputTokens}, {"cache_read_tokens", u.CacheReadTokens}, {"cache_write_tokens", u.CacheWriteTokens}} {
+		if f.n < 0 || f.n > maxUsageTokens {
+			return fmt.Errorf("%w: %s is %d, outside 0 to 2^40", ErrBadUsage, f.name, f.n)
+		}
+	}
+	return nil
+}
+
+// invalidUTF8 is the offset in a JSON line of the first byte that is not
+// UTF-8 or of an unpaired \u surrogate escape, or -1. encoding/json would
+// read either as U+FFFD.
+func invalidUTF8(line []byte) int {
+	if !utf8.Valid(line) {
+		for i := 0; i < len(line); {
+			r, n := utf8.DecodeRune(line[i:])
+			if r == utf8.RuneError && n == 1 {
+				return i
+			}
+			i += n
+		}
+	}
+	for i := 0; i < len(line); i++ {
+		j := bytes.IndexByte(line[i:], '\\')
+		if j < 0 {
+			break
+		}
+		i += j
+		if i+1 >= len(line) || line[i+1] != 'u' {
+			i++ // an escaped character; skip it
+			continue
+		}
+		r := hex4(line[i+2:])
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			if i+12 <= len(line) && line[i+6] == '\\' && line[i+7] == 'u' {
+				if r2 := hex4(line[i+8:]); r2 >= 0xDC00 && r2 < 0xE000 {
+					i += 11
+					continue
+				}
+			}
+			return i
+		case r >= 0xDC00 && r < 0xE000:
+			return i
+		}
+		i += 5
+	}
+	return -1
+}
+
+// hex4 is the value of the four hex digits b starts with, or -1.
+func hex4(b []byte) int {
+	if len(b) < 4 {
+		return -1
+	}
+	v := 0
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			v = v<<4 | int(c-'0')
+		case 'a' <= c && c <= 'f':
+			v = v<<4 | int(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			v = v<<4 | int(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return v
+}
+
+// encodedReplacement reports whether encoding/json wrote a \ufffd escape
+// in line: it does so only for bytes that were not UTF-8, since a real
+// U+FFFD is written as itself.
+func encodedReplacement(line []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(line[i:], []byte(`\ufffd`))
+		if j < 0 {
+			return false
+		}
+		i += j
+		backslashes := 0
+		for k := i - 1; k >= 0 && line[k] == '\\'; k-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return true
+		}
+		i++
+	}
 }
 
 // Context returns the messages the model should see now: pinned and
@@ -340,6 +573,11 @@ func (s *Session) Close() error {
 func (s *Session) Undo() (Compaction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Undo what the log holds now, not what it held when it was read.
+	if err := s.lockLog(); err != nil {
+		return Compaction{}, err
+	}
+	defer s.unlockLog()
 	if len(s.active) == 0 {
 		return Compaction{}, ErrNothingToUndo
 	}
@@ -438,6 +676,10 @@ func (s *Session) applyPrune(i, bi int, text string) {
 	v := s.viewOf(i)
 	delta := tokens.Message(s.counter, &v) - st.tokens
 	st.tokens += delta
+	if s.replaying {
+		s.cumStale = true // endReplay sums once
+		return
+	}
 	for j := i + 1; j < len(s.cum); j++ {
 		s.cum[j] += delta
 	}
@@ -467,4 +709,153 @@ func IsSessionLog(data []byte) bool {
 		return len(body) > 0 && body[0] == '{' && !hasRole
 	}
 	return false
+}
+
+// OpenSession opens the session log at path, creating it if needed, and
+// replays it. A torn last line (a crash mid-append) is moved aside and
+// reported by Session.Torn; everything before it loads. A bad complete
+// line is a *LineError naming the file and line. Only a regular file of
+// at most the engine's size limit (WithMaxSessionBytes) is read.
+//
+// Other processes may append to the same log: every write takes the log's
+// exclusive lock, first replays what they appended, then appends at the
+// real end of the file.
+func (e *Engine) OpenSession(path string) (*Session, error) {
+	return e.OpenSessionContext(context.Background(), path)
+}
+
+// OpenSessionContext is OpenSession, stopping the replay when ctx is done.
+func (e *Engine) OpenSessionContext(ctx context.Context, path string) (*Session, error) {
+	s := newSession(path, e.counter)
+	s.files = newFileOps(&e.cfg.FileTools)
+	s.replaying = true
+	log, torn, err := jsonl.Open(ctx, path, e.logOptions(), s.replayLine)
+	s.endReplay()
+	if err != nil {
+		return nil, e.sessionError("open", err)
+	}
+	log.Sync = e.cfg.SyncWrites
+	s.log, s.torn = log, torn
+	if torn != nil {
+		e.log.Warn("session log had a torn last line", "path", path, "torn", torn.String())
+	}
+	return s, nil
+}
+
+// LoadSession replays the session log at path read-only, with the limits
+// of OpenSession.
+func (e *Engine) LoadSession(path string) (*Session, error) {
+	s := newSession(path, e.counter)
+	s.files = newFileOps(&e.cfg.FileTools)
+	s.replaying = true
+	torn, err := jsonl.Read(context.Background(), path, e.logOptions(), s.replayLine)
+	s.endReplay()
+	if err != nil {
+		return nil, e.sessionError("load", err)
+	}
+	s.torn = torn
+	return s, nil
+}
+
+// ReadSession replays a session log from r, read-only; name stands for it
+// in errors ("name:LINE: ..."). A torn last line is reported by
+// Session.Torn, as with LoadSession. At most the engine's size limit is
+// read.
+func (e *Engine) ReadSession(r io.Reader, name string) (*Session, error) {
+	return e.ReadSessionContext(context.Background(), r, name)
+}
+
+// ReadSessionContext is ReadSession, stopping when ctx is done.
+func (e *Engine) ReadSessionContext(ctx context.Context, r io.Reader, name string) (*Session, error) {
+	s := newSession(name, e.counter)
+	s.files = newFileOps(&e.cfg.FileTools)
+	s.replaying = true
+	torn, err := jsonl.ReadFrom(ctx, r, name, e.logOptions(), s.replayLine)
+	s.endReplay()
+	if err != nil {
+		return nil, e.sessionError("load", err)
+	}
+	s.torn = torn
+	return s, nil
+}
+
+func (e *Engine) logOptions() jsonl.Options {
+	return jsonl.Options{MaxBytes: e.maxBytes()}
+}
+
+func (e *Engine) maxBytes() int64 {
+	if e.maxSessionBytes > 0 {
+		return e.maxSessionBytes
+	}
+	return DefaultMaxSessionBytes
+}
+
+// sessionError adds the host's sentinels and the fix to a log error.
+func (e *Engine) sessionError(op string, err error) error {
+	switch {
+	case errors.Is(err, jsonl.ErrTooLarge):
+		return fmt.Errorf("host: %s session: %w: %w; raise the limit (%d bytes) with host.WithMaxSessionBytes", op, ErrSessionTooLarge, err, e.maxBytes())
+	case errors.Is(err, jsonl.ErrNotRegular):
+		return fmt.Errorf("host: %s session: %w: %w; give the path of a session log file", op, ErrNotRegularFile, err)
+	}
+	return fmt.Errorf("host: %s session: %w", op, err)
+}
+
+// replayLine applies one log line: while a session loads, and for lines
+// other writers appended, before each write.
+func (s *Session) replayLine(line []byte, lineno int) error {
+	if at := invalidUTF8(line); at >= 0 {
+		return fmt.Errorf("%w: %w at byte %d of the line; JSON decoding would turn it into U+FFFD, so nothing was read (fix or remove the line)", ErrBadEntry, ErrInvalidUTF8, at+1)
+	}
+	var ent Entry
+	if err := json.Unmarshal(line, &ent); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadEntry, err)
+	}
+	switch ent.Type {
+	case EntryMessage:
+		if ent.Message == nil {
+			return fmt.Errorf("%w: message entry without a message", ErrBadEntry)
+		}
+		if err := s.appendLocked(*ent.Message, false); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadEntry, err)
+		}
+		return nil
+	case EntryCompaction:
+		if ent.Compaction == nil {
+			return fmt.Errorf("%w: compaction entry without a compaction", ErrBadEntry)
+		}
+		if err := s.applyCompaction(*ent.Compaction); err != nil {
+			return err
+		}
+		s.noteForeign(lineno, "compaction "+ent.Compaction.ID)
+		return nil
+	case EntryPrune:
+		p := ent.Prune
+		if p == nil {
+			return fmt.Errorf("%w: prune entry without a prune", ErrBadEntry)
+		}
+		i, ok := s.index[p.MessageID]
+		if !ok || p.Block < 0 || p.Block >= len(s.msgs[i].msg.Content) {
+			return fmt.Errorf("%w: prune of unknown message %q block %d", ErrBadEntry, p.MessageID, p.Block)
+		}
+		s.applyPrune(i, p.Block, p.Text)
+		return nil
+	case EntryUndo:
+		if ent.Undo == nil || len(s.active) == 0 || s.compactions[s.active[len(s.active)-1]].ID != ent.Undo.Compaction {
+			return fmt.Errorf("%w: undo does not name the active compaction", ErrBadEntry)
+		}
+		s.active = s.active[:len(s.active)-1]
+		s.rebuildView()
+		s.noteForeign(lineno, "undo of "+ent.Undo.Compaction)
+		return nil
+	}
+	return fmt.Errorf("%w: unknown entry type %q (want message, compaction, prune or undo)", ErrBadEntry, ent.Type)
+}
+
+// noteForeign remembers a compaction or undo another writer appended after
+// the session was loaded (while loading, s.log is not set yet).
+func (s *Session) noteForeign(lineno int, what string) {
+	if s.log != nil {
+		s.foreign = &ConflictError{Path: s.log.Path(), Line: lineno, Entry: what}
+	}
 }
