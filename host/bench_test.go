@@ -90,9 +90,9 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
-// writePruneLog writes a session log of n tool results, each followed by a
-// prune of it: the shape a long agent run leaves when every old result
-// gets shortened.
+// writePruneLog writes a session log of n tool results followed by a prune
+// of each: the shape a long agent run leaves when pruning passes shorten
+// old results, every prune landing far from the end.
 func writePruneLog(b *testing.B, n int) string {
 	path := filepath.Join(b.TempDir(), "prunes.jsonl")
 	f, err := os.Create(path)
@@ -102,6 +102,8 @@ func writePruneLog(b *testing.B, n int) string {
 	w := bufio.NewWriter(f)
 	for i := range n {
 		fmt.Fprintf(w, `{"type":"message","message":{"id":"m%d","role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","text":"output of step %d, long enough to be worth pruning"}]}}`+"\n", i, i, i)
+	}
+	for i := range n {
 		fmt.Fprintf(w, `{"type":"prune","prune":{"message_id":"m%d","block":0,"text":"[pruned]"}}`+"\n", i)
 	}
 	if err := w.Flush(); err != nil {
@@ -116,7 +118,7 @@ func writePruneLog(b *testing.B, n int) string {
 // BenchmarkOpenSessionManyPrunes replays logs of n messages and n prunes:
 // the time per op must grow linearly with n.
 func BenchmarkOpenSessionManyPrunes(b *testing.B) {
-	for _, n := range []int{20_000, 200_000} {
+	for _, n := range []int{20_000, 50_000, 200_000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			path := writePruneLog(b, n)
 			e, err := New(Config{ContextWindow: 1 << 30, Tokenizer: "chars"})
