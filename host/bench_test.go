@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 )
 
@@ -14,9 +16,7 @@ import (
 // request, a call and its result.
 func bigSession(b *testing.B) (*Engine, *Session) {
 	e, err := New(Config{ContextWindow: 2_000_000, MaxOutputTokens: 32000, Tokenizer: "chars"}, WithStrategy("structured", &recorder{}))
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	s := e.NewSession()
 	out := filler("out", 345)
 	for i := 0; len(s.msgs) < 10000; i++ {
@@ -26,9 +26,9 @@ func bigSession(b *testing.B) (*Engine, *Session) {
 		must(b, s.Append(results(result(id, out))))
 		must(b, s.Append(assistant("ok")))
 	}
-	if tok := s.ContextTokens(); tok < 900_000 || tok > 1_200_000 {
-		b.Fatalf("session has %d tokens, want about 1M", tok)
-	}
+	tok := s.ContextTokens()
+	require.GreaterOrEqual(b, tok, 900_000, "want about 1M tokens")
+	require.LessOrEqual(b, tok, 1_200_000, "want about 1M tokens")
 	return e, s
 }
 
@@ -40,7 +40,7 @@ func BenchmarkEnsureFitsBelowThreshold(b *testing.B) {
 	for b.Loop() {
 		d, err := e.EnsureFits(ctx, s, req)
 		if err != nil || d.Action != ActionNone {
-			b.Fatal(d, err)
+			require.Failf(b, "the fast path acted", "%+v %v", d, err)
 		}
 	}
 }
@@ -51,7 +51,7 @@ func BenchmarkFindCut(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if cut := s.findCut(0, 40000, 2); cut <= 0 {
-			b.Fatal("no cut")
+			require.Fail(b, "no cut")
 		}
 	}
 }
@@ -62,7 +62,7 @@ func BenchmarkMakePlan(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := e.makePlan(s, 40000); err != nil {
-			b.Fatal(err)
+			require.NoError(b, err)
 		}
 	}
 }
@@ -83,7 +83,7 @@ func BenchmarkAppend(b *testing.B) {
 			for b.Loop() {
 				m.ID = ""
 				if err := s.Append(m); err != nil {
-					b.Fatal(err)
+					require.NoError(b, err)
 				}
 			}
 		})
@@ -96,9 +96,7 @@ func BenchmarkAppend(b *testing.B) {
 func writePruneLog(b *testing.B, n int) string {
 	path := filepath.Join(b.TempDir(), "prunes.jsonl")
 	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	w := bufio.NewWriter(f)
 	for i := range n {
 		fmt.Fprintf(w, `{"type":"message","message":{"id":"m%d","role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","text":"output of step %d, long enough to be worth pruning"}]}}`+"\n", i, i, i)
@@ -106,12 +104,8 @@ func writePruneLog(b *testing.B, n int) string {
 	for i := range n {
 		fmt.Fprintf(w, `{"type":"prune","prune":{"message_id":"m%d","block":0,"text":"[pruned]"}}`+"\n", i)
 	}
-	if err := w.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, w.Flush())
+	require.NoError(b, f.Close())
 	return path
 }
 
@@ -122,18 +116,12 @@ func BenchmarkOpenSessionManyPrunes(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			path := writePruneLog(b, n)
 			e, err := New(Config{ContextWindow: 1 << 30, Tokenizer: "chars"})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			b.ReportAllocs()
 			for b.Loop() {
 				s, err := e.LoadSession(path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if s.Len() != n {
-					b.Fatalf("loaded %d messages, want %d", s.Len(), n)
-				}
+				require.NoError(b, err)
+				require.Equal(b, n, s.Len(), "messages loaded")
 			}
 		})
 	}

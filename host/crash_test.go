@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A crash can stop an append at any byte of the last line. Whatever the
@@ -19,38 +21,32 @@ func TestSessionSurvivesTornLastLineAtEveryOffset(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.jsonl")
 	s, err := e.OpenSession(path)
-	must(t, err)
+	require.NoError(t, err)
 	coding(t, s, 4, 300)
 	_, err = e.Compact(ctx, s, CompactOptions{})
-	must(t, err)
+	require.NoError(t, err)
 	want := s.Context()
-	must(t, s.Append(user("the last message, torn by a crash")))
-	must(t, s.Close())
+	require.NoError(t, s.Append(user("the last message, torn by a crash")))
+	require.NoError(t, s.Close())
 	full, err := os.ReadFile(path)
-	must(t, err)
+	require.NoError(t, err)
 	lastStart := len(full) - 1
 	for lastStart > 0 && full[lastStart-1] != '\n' {
 		lastStart--
 	}
 	for cut := lastStart + 1; cut < len(full); cut++ {
 		p := filepath.Join(dir, "cut.jsonl")
-		must(t, os.WriteFile(p, full[:cut], 0o644))
+		require.NoError(t, os.WriteFile(p, full[:cut], 0o644))
 		s2, err := e.OpenSession(p)
-		if err != nil {
-			t.Fatalf("cut at %d: %v", cut, err)
-		}
-		if s2.Torn() == nil {
-			t.Fatalf("cut at %d: torn line not reported", cut)
-		}
-		if !reflect.DeepEqual(s2.Context(), want) {
-			t.Fatalf("cut at %d: context differs from before the torn append", cut)
-		}
-		must(t, s2.Append(user("after the crash")))
-		must(t, s2.Close())
+		require.NoError(t, err, "cut at %d", cut)
+		require.NotNil(t, s2.Torn(), "cut at %d: torn line not reported", cut)
+		require.Equal(t, want, s2.Context(), "cut at %d: context differs from before the torn append", cut)
+		require.NoError(t, s2.Append(user("after the crash")))
+		require.NoError(t, s2.Close())
 		s3, err := e.LoadSession(p)
-		if err != nil || s3.Torn() != nil || s3.Len() != s2.Len() {
-			t.Fatalf("cut at %d: reload after repair: %v torn %v", cut, err, s3.Torn())
-		}
+		require.NoError(t, err, "cut at %d: reload after repair", cut)
+		require.Nil(t, s3.Torn(), "cut at %d: reload after repair", cut)
+		require.Equal(t, s2.Len(), s3.Len(), "cut at %d: reload after repair", cut)
 		os.Remove(p)
 		matches, _ := filepath.Glob(p + ".torn-*")
 		for _, m := range matches {
@@ -76,9 +72,7 @@ func TestKilledWriter(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "s.jsonl")
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWriter$")
 		cmd.Env = append(os.Environ(), "COMPACT_HOST_CRASH_WRITER="+path)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Start())
 		// Wait until the writer has written something, then kill it.
 		deadline := time.Now().Add(10 * time.Second)
 		for {
@@ -87,7 +81,7 @@ func TestKilledWriter(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				cmd.Process.Kill()
-				t.Fatal("writer wrote nothing")
+				require.Fail(t, "writer wrote nothing")
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -96,21 +90,19 @@ func TestKilledWriter(t *testing.T) {
 		cmd.Wait()
 
 		s, err := e.OpenSession(path)
-		if err != nil {
-			t.Fatalf("round %d: reopen after kill: %v", round, err)
-		}
+		require.NoError(t, err, "round %d: reopen after kill", round)
 		n := s.Len()
 		for i, m := range s.Messages() {
-			if m.ID != fmt.Sprintf("w%d", i) || len(m.Content) != 1 || len(m.Content[0].Text) != crashMessageSize {
-				t.Fatalf("round %d: message %d is damaged", round, i)
-			}
+			require.Equal(t, fmt.Sprintf("w%d", i), m.ID, "round %d: message %d is damaged", round, i)
+			require.Len(t, m.Content, 1, "round %d: message %d is damaged", round, i)
+			require.Len(t, m.Content[0].Text, crashMessageSize, "round %d: message %d is damaged", round, i)
 		}
-		must(t, s.Append(user("after the crash")))
-		must(t, s.Close())
+		require.NoError(t, s.Append(user("after the crash")))
+		require.NoError(t, s.Close())
 		s2, err := e.LoadSession(path)
-		if err != nil || s2.Len() != n+1 || s2.Torn() != nil {
-			t.Fatalf("round %d: reload: %v, %d messages (want %d), torn %v", round, err, s2.Len(), n+1, s2.Torn())
-		}
+		require.NoError(t, err, "round %d: reload", round)
+		assert.Equal(t, n+1, s2.Len(), "round %d: reload", round)
+		assert.Nil(t, s2.Torn(), "round %d: reload", round)
 		t.Logf("round %d: killed after %d whole messages; torn tail: %v", round, n, s.Torn() != nil)
 	}
 }

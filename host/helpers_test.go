@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/plugin"
 )
@@ -80,9 +82,7 @@ func newEngine(t testing.TB, cfg Config, opts ...Option) *Engine {
 		cfg.Tokenizer = "chars"
 	}
 	e, err := New(cfg, append([]Option{WithLogger(discardLogger)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return e
 }
 
@@ -106,9 +106,7 @@ func coding(t testing.TB, s *Session, turns, resultTokens int) {
 
 func must(t testing.TB, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -307,20 +306,6 @@ func within(t *testing.T, d time.Duration, fn func()) {
 	case <-done:
 	case <-time.After(d):
 		t.Fatalf("still reading after %s", d)
-	}
-}
-
-func TestOpenSessionReadsOnlyRegularFiles(t *testing.T) {
-	e := newEngine(t, Config{})
-	fifo := filepath.Join(t.TempDir(), "fifo")
-	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
-	for _, path := range []string{"/dev/zero", fifo} {
-		within(t, 30*time.Second, func() {
-			_, err := e.OpenSession(path)
-			assert.ErrorIs(t, err, ErrNotRegularFile, path)
-			_, err = e.LoadSession(path)
-			assert.ErrorIs(t, err, ErrNotRegularFile, path)
-		})
 	}
 }
 
