@@ -93,4 +93,3 @@ func hashRegular(h hash.Hash, path string, limit int64, option string) error {
 	}
 	return nil
 }
-
