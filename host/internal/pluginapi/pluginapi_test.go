@@ -104,3 +104,25 @@ func TestLineWriterBoundsAStream(t *testing.T) {
 	assert.Less(t, out.Len(), 2*MaxStreamBytes)
 	assert.Equal(t, 1, strings.Count(out.String(), "lines of plugin log dropped"))
 }
+
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"structured":                  "structured",
+		"naïve – plugin":              "naïve – plugin",
+		"evil\x1b[2J\x1b[H":           `evil\x1b[2J\x1b[H`,
+		"two\nlines\r":                `two\nlines\r`,
+		"rtl\u202eexe.wasm":           `rtl\u202eexe.wasm`,
+		"bad\xffutf8":                 `bad\xffutf8`,
+		"bell\a and tab\tand nul\x00": `bell\a and tab\tand nul\x00`,
+	} {
+		assert.Equal(t, want, Escape(in), "%q", in)
+	}
+}
+
+func TestErrorMessageIsEscaped(t *testing.T) {
+	err := &Error{Kind: ErrPluginError, Plugin: "x\x1b[2J", Path: "/p/x\n.wasm", Op: "truncate", Err: errors.New("line one\nFAKE line\x1b[31m")}
+	msg := err.Error()
+	assert.NotContains(t, msg, "\x1b")
+	assert.NotContains(t, msg, "\n")
+	assert.Contains(t, msg, `line one\nFAKE line\x1b[31m`)
+}
