@@ -147,6 +147,11 @@ var pluginVersionRE = regexp.MustCompile(`Plugin version: (\d+)`)
 func (p *Plugin) start() (*process, error) {
 	protectHost(p.cfg.Logger)
 	cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
+	// go-plugin reads the whole executable to check its checksum: a
+	// device or a FIFO there would never end the read.
+	if info, err := os.Stat(cmd.Path); err == nil && !info.Mode().IsRegular() {
+		return nil, p.errorf(pluginapi.ErrInvalidPlugin, "start", "%s is not a regular file (mode %s)", cmd.Path, info.Mode().Type())
+	}
 	cmd.Dir = p.cfg.Dir
 	// The host's environment holds provider API keys; a plugin gets only
 	// what it needs to run.

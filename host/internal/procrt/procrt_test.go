@@ -315,3 +315,12 @@ func TestPluginDoesNotSeeHostEnvironment(t *testing.T) {
 		assert.NotContains(t, kv, "sk-secret")
 	}
 }
+
+func TestCommandThatIsNotARegularFileIsRefused(t *testing.T) {
+	sum := sha256.Sum256(nil)
+	var err error
+	within(t, "Start of /dev/zero with a checksum", func() {
+		_, err = Start(context.Background(), Config{Command: "/dev/zero", Checksum: sum[:]})
+	})
+	assert.ErrorIs(t, err, pluginapi.ErrInvalidPlugin)
+}
