@@ -53,10 +53,8 @@ func listPlugins(ctx context.Context, g *globals, o *pluginsOptions) ([]server.P
 		a.close()
 		return nil, nil, err
 	}
-	// Load every built-in so its description is known.
-	for _, name := range []string{"structured", "narrative", "truncate"} {
-		reg.Strategy(ctx, name)
-	}
+	// List loads the built-ins, so their descriptions are known. It starts
+	// no process plugin the host has seen before: their Info is cached.
 	rows := server.PluginInfos(reg.List(ctx))
 	return rows, a, nil
 }
