@@ -210,11 +210,29 @@ func (p *Plugin) start() (*process, error) {
 // a killed group makes its graceful wait return at once.
 func (pr *process) kill() {
 	killGroup(pr.pgid)
-	pr.client.Kill()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pr.client.Kill()
+	}()
+	// go-plugin's Kill returns once the plugin's stderr is closed. A child
+	// that left the plugin's process group (setsid) and holds it open
+	// would keep Kill waiting for as long as it lives: give up on it, so
+	// that closing a plugin never hangs the host.
+	timer := time.NewTimer(killTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		pr.stderr.logger.Warn("plugin process killed, but something it started still holds its stderr; left behind", "timeout", killTimeout)
+	}
 	pr.stderr.flush()
 	pr.syncOut.Flush()
 	pr.syncErr.Flush()
 }
+
+// killTimeout bounds the wait for a killed plugin's streams to close.
+const killTimeout = 5 * time.Second
 
 func minimalEnv() []string {
 	var env []string

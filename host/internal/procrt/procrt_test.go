@@ -324,3 +324,17 @@ func TestCommandThatIsNotARegularFileIsRefused(t *testing.T) {
 	})
 	assert.ErrorIs(t, err, pluginapi.ErrInvalidPlugin)
 }
+
+// A child that left the plugin's process group and holds its stderr
+// survives the plugin (it is trusted code's own doing), but closing the
+// plugin does not wait for it.
+func TestCloseDoesNotWaitForAChildThatEscaped(t *testing.T) {
+	p, err := Start(context.Background(), Config{Command: binary(t, "testplug")})
+	require.NoError(t, err)
+	resp, err := truncate(context.Background(), p, nil, "escape", []byte("x"), 10)
+	require.NoError(t, err)
+	child, err := strconv.Atoi(string(resp.Content))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = killProcess(child) })
+	within(t, "Close", p.Close)
+}

@@ -9,6 +9,7 @@
 //	exit      exits the process (process transport: a crash mid-call)
 //	noop      answers with the request's content, untouched
 //	fork      starts a child that sleeps for an hour; answers its PID
+//	escape    the same, in a session of its own holding the plugin's stderr
 //	logflood  logs MaxTokens lines through the host's log
 //	stderrflood  prints MaxTokens lines to stderr
 //	completeloop asks the host model MaxTokens times for 2e9 tokens;

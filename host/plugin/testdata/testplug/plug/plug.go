@@ -22,7 +22,7 @@ func New(name string, hostile bool) *sdk.Plugin {
 	categories := []string{"generic"}
 	if hostile {
 		categories = append(categories, "noop", "spin", "panic", "hog", "callhost", "exit",
-			"fork", "logflood", "stderrflood", "completeloop")
+			"fork", "escape", "logflood", "stderrflood", "completeloop")
 	}
 	return &sdk.Plugin{
 		Name:        name,
@@ -90,8 +90,12 @@ func (truncator) Truncate(ctx context.Context, host sdk.Host, req *abi.TruncateR
 		}
 	case "exit":
 		os.Exit(3)
-	case "fork":
-		pid, err := forkSleeper()
+	case "fork", "escape":
+		start := forkSleeper
+		if req.Category == "escape" {
+			start = escapeSleeper
+		}
+		pid, err := start()
 		if err != nil {
 			return nil, err
 		}
