@@ -53,3 +53,9 @@ var (
 
 // ErrNotFound is returned by Registry lookups that match no plugin.
 var ErrNotFound = errors.New("plugin: not found")
+
+// Escape returns s with its control characters, format characters and
+// invalid UTF-8 written as Go escapes ("\x1b[2J" for ESC [ 2 J). Use it
+// for every plugin-provided text (a name, a description, an error) that
+// reaches a terminal or a log that does not quote it.
+func Escape(s string) string { return pluginapi.Escape(s) }

@@ -3,7 +3,6 @@ package plugin
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Test plugins are built once per test binary into buildDir.
@@ -43,9 +44,7 @@ func build(t testing.TB, pkg string, wasm bool, ldflags string) string {
 		out += ".wasm"
 	}
 	if err, ok := buildErrs[out]; ok {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return out
 	}
 	args := []string{"build", "-o", out, "-ldflags", ldflags}
@@ -62,27 +61,21 @@ func build(t testing.TB, pkg string, wasm bool, ldflags string) string {
 		err = fmt.Errorf("build %s: %v\n%s", pkg, e, b)
 	}
 	buildErrs[out] = err
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return out
 }
 
 func testplugWasm(t testing.TB) []byte {
 	t.Helper()
 	b, err := os.ReadFile(build(t, "testplug", true, "-X main.hostile=yes"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
 func hostileWasm(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "internal", "wasmrt", "testdata", name+".wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -91,12 +84,8 @@ func hostileWasm(t testing.TB, name string) []byte {
 func copyFile(t testing.TB, path string, b []byte) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(tmp, b, 0o644))
+	require.NoError(t, os.Rename(tmp, path))
 }
 
 // eventually retries f until it succeeds or a generous bound passes. The
@@ -110,7 +99,7 @@ func eventually(t testing.TB, what string, f func() error) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
+			require.NoError(t, err, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -145,11 +134,7 @@ func testOptions(t testing.TB, logs *logBuffer) Options {
 func newRegistry(t testing.TB, opts Options) *Registry {
 	t.Helper()
 	r, err := NewRegistry(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { r.Close() })
 	return r
 }
-
-func isKind(err, kind error) bool { return err != nil && errors.Is(err, kind) }

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/compact-host/compact-host/host/internal/procrt"
@@ -31,11 +30,17 @@ type Manifest struct {
 
 // ReadManifest reads and checks a manifest file.
 func ReadManifest(path string) (Manifest, error) {
+	m, _, err := readManifest(path)
+	return m, err
+}
+
+// readManifest reads and checks a manifest file, and returns its bytes.
+func readManifest(path string) (Manifest, []byte, error) {
 	var m Manifest
-	fail := func(err error) (Manifest, error) {
-		return Manifest{}, &Error{Kind: ErrInvalidPlugin, Plugin: nameFromPath(path), Path: path, Op: "load", Err: err}
+	fail := func(err error) (Manifest, []byte, error) {
+		return Manifest{}, nil, &Error{Kind: ErrInvalidPlugin, Plugin: nameFromPath(path), Path: path, Op: "load", Err: err}
 	}
-	b, err := os.ReadFile(path)
+	b, err := readRegular(path, MaxManifestBytes, "plugin.MaxManifestBytes")
 	if err != nil {
 		return fail(err)
 	}
@@ -50,7 +55,7 @@ func ReadManifest(path string) (Manifest, error) {
 	if _, err := m.procConfig(); err != nil {
 		return fail(err)
 	}
-	return m, nil
+	return m, b, nil
 }
 
 func (m Manifest) procConfig() (procrt.Config, error) {

@@ -46,6 +46,7 @@ type Plugin struct {
 	source  Source
 	timeout time.Duration
 	logger  *slog.Logger
+	limits  Options // the completion limits
 
 	// Exactly one of rt and inproc is set.
 	rt     runtime
@@ -105,15 +106,8 @@ func (p *Plugin) call(ctx context.Context, svc Services, export string, req, res
 	if p.closed {
 		return p.locate(&Error{Kind: ErrClosed, Op: op})
 	}
-	var services pluginapi.Services = OfflineServices{}
-	if svc != nil {
-		services = svc
-	}
-	if _, ok := ctx.Deadline(); !ok && p.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.timeout)
-		defer cancel()
-	}
+	ctx, services, done := p.begin(ctx, svc)
+	defer done()
 	if p.inproc != nil {
 		return p.locate(p.callInProcess(ctx, services, export, req, resp))
 	}
@@ -140,6 +134,26 @@ func decodeAnswer(op string, out []byte, resp any) error {
 		return &Error{Kind: ErrPluginError, Op: op, Err: abiErr}
 	}
 	return &Error{Kind: ErrMalformedOutput, Op: op, Err: err}
+}
+
+// begin sets up one call: its deadline, its Services within the limits on
+// completions, and its budget of log lines, whose note of what was
+// dropped done logs.
+func (p *Plugin) begin(ctx context.Context, svc Services) (context.Context, pluginapi.Services, func()) {
+	var services pluginapi.Services = OfflineServices{}
+	if svc != nil {
+		services = svc
+	}
+	cancel := func() {}
+	if _, ok := ctx.Deadline(); !ok && p.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+	}
+	budget := pluginapi.NewCallLogBudget()
+	ctx = pluginapi.WithLogBudget(ctx, budget)
+	return ctx, p.limits.callServices(services), func() {
+		cancel()
+		budget.Flush(p.logger.With("plugin", p.info.Name, "path", p.path))
+	}
 }
 
 func (p *Plugin) locate(err error) error {
@@ -174,10 +188,14 @@ type Options struct {
 	// PluginsDir is the Registry's directory of user plugins. Empty means
 	// $COMPACT_HOST_PLUGINS_DIR, or else os.UserConfigDir()/compact-host/plugins.
 	PluginsDir string
-	// CacheDir keeps compiled wasm modules across runs. Empty means
+	// CacheDir keeps compiled wasm modules across runs, and in its
+	// plugin-info folder what each process plugin said about itself, by
+	// the content hash of its manifest and executable, so that a known
+	// process plugin is not started until it is used. Empty means
 	// os.UserCacheDir()/compact-host/wazero.
 	CacheDir string
-	// NoDiskCache keeps compiled modules in memory only.
+	// NoDiskCache keeps compiled modules and process plugins' Info in
+	// memory only.
 	NoDiskCache bool
 	// Logger receives load reports and the plugins' own log lines.
 	// Nil discards them.
@@ -186,14 +204,28 @@ type Options struct {
 	MemoryLimitBytes uint64
 	// MaxOutputBytes bounds one answer; zero means 64 MiB.
 	MaxOutputBytes int
+	// MaxFileBytes bounds a .wasm file, and a process plugin's executable
+	// (which is hashed to cache its Info); zero means DefaultMaxFileBytes.
+	// Manifests are bounded by MaxManifestBytes. Only regular files (or
+	// symlinks to them) are read: a FIFO or a device is refused.
+	MaxFileBytes int64
 	// MaxInstances bounds a wasm plugin's instances, so its concurrent
 	// calls; zero means GOMAXPROCS, at least 2.
 	MaxInstances int
 	// CallTimeout bounds a call whose context has no deadline; zero
 	// means DefaultCallTimeout, negative means no bound.
 	CallTimeout time.Duration
-	// HandshakeTimeout bounds a process plugin's start; zero means 10s.
+	// HandshakeTimeout bounds a process plugin's start, and then its Info
+	// call; zero means 10s.
 	HandshakeTimeout time.Duration
+	// MaxCompletionsPerCall bounds the model completions one plugin call
+	// may ask the host for (they are paid on the user's key); past it the
+	// host answers an error. Zero means DefaultMaxCompletionsPerCall.
+	MaxCompletionsPerCall int
+	// MaxCompletionTokens clamps the max_tokens of a plugin's completion;
+	// Services that implement OutputLimiter clamp it further to their
+	// model's output limit. Zero means DefaultMaxCompletionTokens.
+	MaxCompletionTokens int
 	// NoBuiltins leaves the embedded plugins out of a Registry.
 	NoBuiltins bool
 	// NoWatch turns off watching the plugins directory.
@@ -207,11 +239,13 @@ type Options struct {
 // plugins directory.
 const EnvPluginsDir = "COMPACT_HOST_PLUGINS_DIR"
 
+// logger is the logger of the runtimes: a plugin's lines logged during a
+// call count against the call's budget.
 func (o Options) logger() *slog.Logger {
 	if o.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return o.Logger
+	return pluginapi.BudgetLogger(o.Logger)
 }
 
 func (o Options) callTimeout() time.Duration {
@@ -239,22 +273,29 @@ func (o Options) pluginsDir() (string, error) {
 	return filepath.Join(dir, "compact-host", "plugins"), nil
 }
 
+// cacheDir resolves CacheDir; empty with NoDiskCache or when the user
+// has no cache directory.
+func (o Options) cacheDir() string {
+	if o.NoDiskCache {
+		return ""
+	}
+	if o.CacheDir != "" {
+		return o.CacheDir
+	}
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "compact-host", "wazero")
+	}
+	return ""
+}
+
 func (o Options) engine() (*wasmrt.Engine, error) {
-	cfg := wasmrt.Config{
+	return wasmrt.NewEngine(wasmrt.Config{
+		CacheDir:         o.cacheDir(),
 		MemoryLimitPages: uint32(o.MemoryLimitBytes / 65536),
 		MaxOutputBytes:   o.MaxOutputBytes,
 		MaxInstances:     o.MaxInstances,
 		Logger:           o.logger(),
-	}
-	if !o.NoDiskCache {
-		cfg.CacheDir = o.CacheDir
-		if cfg.CacheDir == "" {
-			if dir, err := os.UserCacheDir(); err == nil {
-				cfg.CacheDir = filepath.Join(dir, "compact-host", "wazero")
-			}
-		}
-	}
-	return wasmrt.NewEngine(cfg)
+	})
 }
 
 // OpenWasm loads a wasm plugin from its bytes. path names it in errors
@@ -293,12 +334,12 @@ func openWasm(ctx context.Context, engine *wasmrt.Engine, bin []byte, path strin
 		return nil, pluginapi.Located(err, nameFromPath(path), path)
 	}
 	return &Plugin{info: mod.Info(), path: path, source: source, timeout: opts.callTimeout(),
-		logger: opts.logger(), rt: mod, onClose: mod.Close}, nil
+		logger: opts.logger(), limits: opts, rt: mod, onClose: mod.Close}, nil
 }
 
 // OpenWasmFile loads a wasm plugin from a file.
 func OpenWasmFile(ctx context.Context, path string, opts Options) (*Plugin, error) {
-	bin, err := os.ReadFile(path)
+	bin, err := readRegular(path, opts.maxFileBytes(), "plugin.Options.MaxFileBytes")
 	if err != nil {
 		return nil, &Error{Kind: ErrInvalidPlugin, Plugin: nameFromPath(path), Path: path, Op: "load", Err: err}
 	}
@@ -313,13 +354,14 @@ func StartProcess(ctx context.Context, m Manifest, opts Options) (*Plugin, error
 		return nil, &Error{Kind: ErrInvalidPlugin, Plugin: nameFromPath(m.Path), Path: m.Path, Op: "load", Err: err}
 	}
 	cfg.HandshakeTimeout = opts.HandshakeTimeout
+	cfg.CallTimeout = opts.callTimeout()
 	cfg.Logger = opts.logger()
 	proc, err := procrt.Start(ctx, cfg)
 	if err != nil {
 		return nil, pluginapi.Located(err, nameFromPath(m.Path), m.Path)
 	}
 	return &Plugin{info: proc.Info(), path: m.Path, source: SourceProcess, timeout: opts.callTimeout(),
-		logger: opts.logger(), rt: proc, onClose: proc.Close}, nil
+		logger: opts.logger(), limits: opts, rt: proc, onClose: proc.Close}, nil
 }
 
 // Open loads the plugin at path: a .wasm file, or a process manifest
@@ -343,7 +385,7 @@ func Open(ctx context.Context, path string, opts Options) (*Plugin, error) {
 // code with the wasm and process builds but none of their isolation: a
 // panic is recovered, a loop is not. It is the baseline of the benchmarks.
 func InProcess(p *sdk.Plugin, opts Options) *Plugin {
-	return &Plugin{info: p.Info(), source: SourceInProcess, timeout: opts.callTimeout(), logger: opts.logger(), inproc: p}
+	return &Plugin{info: p.Info(), source: SourceInProcess, timeout: opts.callTimeout(), logger: opts.logger(), limits: opts, inproc: p}
 }
 
 func (p *Plugin) callInProcess(ctx context.Context, svc pluginapi.Services, export string, req, resp any) (err error) {
@@ -355,8 +397,8 @@ func (p *Plugin) callInProcess(ctx context.Context, svc pluginapi.Services, expo
 	}()
 	host := inProcessHost{svc: svc, logger: p.logger.With("plugin", p.info.Name)}
 	fail := func(err error) error {
-		if ctx.Err() != nil {
-			return &Error{Kind: ErrDeadlineExceeded, Op: op, Err: ctx.Err()}
+		if cerr := pluginapi.ContextErr(ctx); cerr != nil {
+			return &Error{Kind: ErrDeadlineExceeded, Op: op, Err: cerr}
 		}
 		return &Error{Kind: ErrPluginError, Op: op, Err: abi.AsError(err)}
 	}
@@ -421,10 +463,8 @@ func (p *Plugin) CallFrame(ctx context.Context, svc Services, export string, fra
 	if p.closed {
 		return nil, p.locate(&Error{Kind: ErrClosed, Op: "call"})
 	}
-	var services pluginapi.Services = OfflineServices{}
-	if svc != nil {
-		services = svc
-	}
+	ctx, services, done := p.begin(ctx, svc)
+	defer done()
 	if p.inproc != nil {
 		return p.inproc.Handle(ctx, inProcessHost{svc: services, logger: p.logger}, export, frame), nil
 	}

@@ -28,7 +28,10 @@ type Entry struct {
 	Name   string
 	Path   string // empty for built-ins
 	Source Source
-	// Loaded is false for a built-in not used yet and for a broken plugin.
+	// Loaded says Info is known. It is false for a built-in not used
+	// yet and for a broken plugin. A process plugin whose files the host
+	// has seen before is listed from its cached Info, and its process
+	// starts at its first use.
 	Loaded bool
 	Info   abi.Info
 	// Err says why the plugin could not be loaded.
@@ -46,6 +49,7 @@ type Registry struct {
 	dir    string
 	logger *slog.Logger
 	engine *wasmrt.Engine
+	infos  *infoCache
 
 	mu       sync.Mutex
 	builtins map[string]*slot // by name
@@ -64,6 +68,9 @@ type slot struct {
 	plugin *Plugin
 	// loading is closed when a lazy load finishes.
 	loading chan struct{}
+	// manifest is set for a process plugin known from the info cache and
+	// not started yet.
+	manifest *Manifest
 	// size and modTime identify the file version loaded.
 	size    int64
 	modTime time.Time
@@ -100,7 +107,7 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 		opts.WatchDebounce = 250 * time.Millisecond
 	}
 	r := &Registry{
-		opts: opts, dir: dir, logger: opts.logger(), engine: engine,
+		opts: opts, dir: dir, logger: opts.logger(), engine: engine, infos: newInfoCache(opts),
 		builtins: map[string]*slot{}, user: map[string]*slot{},
 		timers: map[string]*time.Timer{}, done: make(chan struct{}),
 	}
@@ -161,7 +168,7 @@ func (r *Registry) Rescan(ctx context.Context) error {
 // reload (re)loads the plugin at path, or forgets it if the file is gone.
 // A file whose content did not change is left alone.
 func (r *Registry) reload(ctx context.Context, path string) {
-	info, statErr := os.Stat(path)
+	info0, statErr := os.Stat(path)
 	r.mu.Lock()
 	old := r.user[path]
 	r.mu.Unlock()
@@ -172,7 +179,7 @@ func (r *Registry) reload(ctx context.Context, path string) {
 		}
 		return
 	}
-	if old != nil && old.entry.Err == nil && sameFile(old, info) && (old.command == "" || stampOf(old.command) == old.commandStamp) {
+	if old != nil && old.entry.Err == nil && sameFile(old, info0) && (old.command == "" || stampOf(old.command) == old.commandStamp) {
 		return
 	}
 	s := &slot{entry: Entry{Name: nameFromPath(path), Path: path}}
@@ -181,17 +188,34 @@ func (r *Registry) reload(ctx context.Context, path string) {
 	if strings.HasSuffix(path, ".wasm") {
 		s.entry.Source = SourceWasm
 		var bin []byte
-		if bin, err = os.ReadFile(path); err == nil {
+		if bin, err = readRegular(path, r.opts.maxFileBytes(), "plugin.Options.MaxFileBytes"); err != nil {
+			err = &Error{Kind: ErrInvalidPlugin, Plugin: s.entry.Name, Path: path, Op: "load", Err: err}
+		} else {
 			p, err = openWasm(ctx, r.engine, bin, path, SourceWasm, r.opts)
 		}
 	} else {
 		s.entry.Source = SourceProcess
 		var m Manifest
-		if m, err = ReadManifest(path); err == nil {
-			if cfg, cerr := m.procConfig(); cerr == nil && filepath.IsAbs(cfg.Command) {
+		var raw []byte
+		if m, raw, err = readManifest(path); err == nil {
+			cfg, _ := m.procConfig() // checked by readManifest
+			if filepath.IsAbs(cfg.Command) {
 				s.command, s.commandStamp = cfg.Command, stampOf(cfg.Command)
 			}
-			p, err = StartProcess(ctx, m, r.opts)
+			key := r.infos.key(raw, cfg.Command, r.opts)
+			if info, ok := r.infos.get(key); ok {
+				s.manifest = &m
+				s.entry.Loaded, s.entry.Info, s.entry.Name = true, info, info.Name
+				r.logger.Info("plugin known from its cached info; it starts at its first use", "path", path, "plugin", info.Name)
+				s.stamp(info0)
+				r.replace(path, s)
+				return
+			}
+			if p, err = StartProcess(ctx, m, r.opts); err == nil {
+				if perr := r.infos.put(key, p.Info()); perr != nil {
+					r.logger.Warn("process plugin's info not cached; it will be started to list it", "path", path, "err", perr)
+				}
+			}
 		}
 	}
 	s.entry.Err = err
@@ -203,7 +227,7 @@ func (r *Registry) reload(ctx context.Context, path string) {
 		r.logger.Info("plugin loaded", "path", path, "plugin", p.Name(), "version", p.Info().Version, "kinds", p.Info().Kinds)
 	}
 	s.entry.Info.Name = s.entry.Name
-	s.stamp(info)
+	s.stamp(info0)
 	r.replace(path, s)
 }
 
@@ -242,14 +266,19 @@ func (r *Registry) replace(path string, s *slot) {
 // name, or else the built-in. ErrNotFound when there is none.
 func (r *Registry) Strategy(ctx context.Context, name string) (*Plugin, error) {
 	r.mu.Lock()
+	var candidates []*slot
 	for _, s := range r.sortedUser() {
-		if s.plugin != nil && s.entry.Name == name && s.entry.Info.Has(abi.KindStrategy) {
-			r.mu.Unlock()
-			return s.plugin, nil
+		if s.entry.Loaded && s.entry.Name == name && s.entry.Info.Has(abi.KindStrategy) {
+			candidates = append(candidates, s)
 		}
 	}
 	b := r.builtins[name]
 	r.mu.Unlock()
+	for _, s := range candidates {
+		if p, err := r.userPlugin(ctx, s); err == nil && p.Info().Has(abi.KindStrategy) {
+			return p, nil
+		}
+	}
 	if b != nil {
 		p, err := r.loadBuiltin(ctx, b)
 		if err != nil {
@@ -267,10 +296,10 @@ func (r *Registry) Strategy(ctx context.Context, name string) (*Plugin, error) {
 // ErrNotFound when there is none.
 func (r *Registry) Truncator(ctx context.Context, category string) (*Plugin, error) {
 	r.mu.Lock()
+	var candidates []*slot
 	for _, s := range r.sortedUser() {
-		if s.plugin != nil && s.entry.Info.Has(abi.KindTruncator) && slices.Contains(s.entry.Info.Categories, category) {
-			r.mu.Unlock()
-			return s.plugin, nil
+		if s.entry.Loaded && s.entry.Info.Has(abi.KindTruncator) && slices.Contains(s.entry.Info.Categories, category) {
+			candidates = append(candidates, s)
 		}
 	}
 	var builtins []*slot
@@ -280,6 +309,11 @@ func (r *Registry) Truncator(ctx context.Context, category string) (*Plugin, err
 		}
 	}
 	r.mu.Unlock()
+	for _, s := range candidates {
+		if p, err := r.userPlugin(ctx, s); err == nil && slices.Contains(p.Info().Categories, category) {
+			return p, nil
+		}
+	}
 	// The categories of a built-in are known only once it is loaded, so
 	// the first truncator lookup loads the built-ins in turn.
 	for _, b := range builtins {
@@ -304,9 +338,35 @@ func (r *Registry) sortedUser() []*slot {
 	return out
 }
 
-// loadBuiltin loads a built-in on its first use; concurrent first uses
-// share one load. A failed load is remembered and reported in List.
+// loadBuiltin loads a built-in on its first use.
 func (r *Registry) loadBuiltin(ctx context.Context, b *slot) (*Plugin, error) {
+	return r.loadLazily(ctx, b, func(ctx context.Context) (*Plugin, error) {
+		bin, _ := builtin.Wasm(b.entry.Name)
+		return openWasm(ctx, r.engine, bin, "", SourceBuiltin, r.opts)
+	})
+}
+
+// userPlugin returns the plugin of a user slot, starting a process plugin
+// known from the info cache at its first use.
+func (r *Registry) userPlugin(ctx context.Context, s *slot) (*Plugin, error) {
+	r.mu.Lock()
+	p, m := s.plugin, s.manifest
+	r.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	if m == nil {
+		return nil, s.entry.Err
+	}
+	return r.loadLazily(ctx, s, func(ctx context.Context) (*Plugin, error) {
+		return StartProcess(ctx, *m, r.opts)
+	})
+}
+
+// loadLazily loads the plugin of slot b with open on its first use;
+// concurrent first uses share one load. A failed load is remembered and
+// reported in List.
+func (r *Registry) loadLazily(ctx context.Context, b *slot, open func(context.Context) (*Plugin, error)) (*Plugin, error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -325,23 +385,38 @@ func (r *Registry) loadBuiltin(ctx context.Context, b *slot) (*Plugin, error) {
 		if b.entry.Err != nil {
 			return nil, b.entry.Err
 		}
+		if b.plugin == nil {
+			return nil, &Error{Kind: ErrClosed, Plugin: b.entry.Name, Path: b.entry.Path, Op: "load"}
+		}
+		return b.plugin, nil
+	}
+	if b.plugin != nil {
+		r.mu.Unlock()
 		return b.plugin, nil
 	}
 	b.loading = make(chan struct{})
 	r.mu.Unlock()
 
-	bin, _ := builtin.Wasm(b.entry.Name)
-	p, err := openWasm(context.WithoutCancel(ctx), r.engine, bin, "", SourceBuiltin, r.opts)
+	// The load is shared: one caller giving up must not fail the others.
+	p, err := open(context.WithoutCancel(ctx))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer close(b.loading)
 	if err != nil {
-		b.entry.Err = err
-		r.logger.Error("built-in plugin failed to load", "plugin", b.entry.Name, "err", err)
+		b.entry.Err, b.entry.Loaded, b.manifest = err, false, nil
+		r.logger.Error("plugin failed to load", "plugin", b.entry.Name, "path", b.entry.Path, "err", err)
 		return nil, err
 	}
-	b.plugin = p
+	if r.closed || (b.entry.Path != "" && r.user[b.entry.Path] != b) {
+		// Closed or replaced while it loaded: nobody else will close it.
+		go p.Close()
+		return nil, &Error{Kind: ErrClosed, Plugin: b.entry.Name, Path: b.entry.Path, Op: "load"}
+	}
+	b.plugin, b.manifest = p, nil
 	b.entry.Loaded, b.entry.Info = true, p.Info()
+	if b.entry.Path != "" {
+		b.entry.Name = p.Name()
+	}
 	return p, nil
 }
 

@@ -3,11 +3,14 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/builtin"
@@ -15,20 +18,17 @@ import (
 
 func TestDefaultPluginsDir(t *testing.T) {
 	t.Setenv(EnvPluginsDir, "/from/env")
-	if dir, _ := (Options{}).pluginsDir(); dir != "/from/env" {
-		t.Fatalf("with %s set: dir = %q", EnvPluginsDir, dir)
-	}
-	if dir, _ := (Options{PluginsDir: "/from/option"}).pluginsDir(); dir != "/from/option" {
-		t.Fatalf("with the option set: dir = %q", dir)
-	}
+	dir, _ := (Options{}).pluginsDir()
+	assert.Equal(t, "/from/env", dir, "with %s set", EnvPluginsDir)
+	dir, _ = (Options{PluginsDir: "/from/option"}).pluginsDir()
+	assert.Equal(t, "/from/option", dir, "with the option set")
 	t.Setenv(EnvPluginsDir, "")
 	config, err := os.UserConfigDir()
 	if err != nil {
 		t.Skip(err)
 	}
-	if dir, _ := (Options{}).pluginsDir(); dir != filepath.Join(config, "compact-host", "plugins") {
-		t.Fatalf("default dir = %q", dir)
-	}
+	dir, _ = (Options{}).pluginsDir()
+	assert.Equal(t, filepath.Join(config, "compact-host", "plugins"), dir, "default dir")
 }
 
 func TestBuiltinsLoadOnFirstUse(t *testing.T) {
@@ -39,14 +39,14 @@ func TestBuiltinsLoadOnFirstUse(t *testing.T) {
 	r := newRegistry(t, testOptions(t, nil))
 	r.mu.Lock()
 	for _, b := range r.builtins {
-		if b.plugin != nil {
-			t.Errorf("built-in %s was loaded before its first use", b.entry.Name)
-		}
+		assert.Nil(t, b.plugin, "built-in %s was loaded before its first use", b.entry.Name)
 	}
 	r.mu.Unlock()
 	for _, e := range r.List(context.Background()) {
-		if e.Source == SourceBuiltin && (!e.Loaded || e.Err != nil || e.Info.Name != e.Name) {
-			t.Errorf("built-in entry %+v", e)
+		if e.Source == SourceBuiltin {
+			assert.True(t, e.Loaded, e.Name)
+			assert.NoError(t, e.Err, e.Name)
+			assert.Equal(t, e.Name, e.Info.Name)
 		}
 	}
 }
@@ -55,9 +55,8 @@ func TestDroppedInPluginIsUsedWithoutRestart(t *testing.T) {
 	logs := &logBuffer{}
 	opts := testOptions(t, logs)
 	r := newRegistry(t, opts)
-	if _, err := r.Strategy(context.Background(), "testplug"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("before the drop: err = %v, want ErrNotFound", err)
-	}
+	_, err := r.Strategy(context.Background(), "testplug")
+	require.ErrorIs(t, err, ErrNotFound, "before the drop")
 	copyFile(t, filepath.Join(opts.PluginsDir, "testplug.wasm"), testplugWasm(t))
 	eventually(t, "the dropped-in plugin is found", func() error {
 		p, err := r.Strategy(context.Background(), "testplug")
@@ -68,9 +67,8 @@ func TestDroppedInPluginIsUsedWithoutRestart(t *testing.T) {
 		return err
 	})
 	p, err := r.Truncator(context.Background(), "spin")
-	if err != nil || p.Name() != "testplug" {
-		t.Fatalf("Truncator(spin) = %v, %v", p, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "testplug", p.Name())
 
 	// Replacing the file reloads it: here by a plugin that always traps.
 	copyFile(t, filepath.Join(opts.PluginsDir, "testplug.wasm"), hostileWasm(t, "trap"))
@@ -80,19 +78,17 @@ func TestDroppedInPluginIsUsedWithoutRestart(t *testing.T) {
 		}
 		return nil
 	})
-	// The old plugin was closed once replaced.
-	if _, err := p.Truncate(context.Background(), nil, &abi.TruncateRequest{Category: "generic", Content: []byte("x"), MaxTokens: 4}); !errors.Is(err, ErrClosed) {
-		eventually(t, "the replaced plugin is closed", func() error {
-			_, err := p.Truncate(context.Background(), nil, &abi.TruncateRequest{Category: "generic", Content: []byte("x"), MaxTokens: 4})
-			if !errors.Is(err, ErrClosed) {
-				return err
-			}
-			return nil
-		})
-	}
+	// The old plugin is closed once replaced.
+	eventually(t, "the replaced plugin is closed", func() error {
+		_, err := p.Truncate(context.Background(), nil, &abi.TruncateRequest{Category: "generic", Content: []byte("x"), MaxTokens: 4})
+		if !errors.Is(err, ErrClosed) {
+			return fmt.Errorf("err = %v, want ErrClosed", err)
+		}
+		return nil
+	})
 
 	// Removing it forgets it.
-	os.Remove(filepath.Join(opts.PluginsDir, "testplug.wasm"))
+	require.NoError(t, os.Remove(filepath.Join(opts.PluginsDir, "testplug.wasm")))
 	eventually(t, "the removed plugin is forgotten", func() error {
 		for _, e := range r.List(context.Background()) {
 			if e.Path != "" {
@@ -101,43 +97,30 @@ func TestDroppedInPluginIsUsedWithoutRestart(t *testing.T) {
 		}
 		return nil
 	})
-	if !strings.Contains(logs.String(), "plugin loaded") || !strings.Contains(logs.String(), "plugin removed") {
-		t.Errorf("log misses the load or removal:\n%s", logs)
-	}
+	assert.Contains(t, logs.String(), "plugin loaded")
+	assert.Contains(t, logs.String(), "plugin removed")
 }
 
 func TestBrokenPluginIsReportedAndSkipped(t *testing.T) {
 	logs := &logBuffer{}
 	opts := testOptions(t, logs)
-	os.WriteFile(filepath.Join(opts.PluginsDir, "garbage.wasm"), []byte("not wasm"), 0o644)
-	os.WriteFile(filepath.Join(opts.PluginsDir, "v2.wasm"), hostileWasm(t, "v2"), 0o644)
-	os.WriteFile(filepath.Join(opts.PluginsDir, "bad"+ManifestSuffix), []byte(`{"args": []}`), 0o644)
-	os.WriteFile(filepath.Join(opts.PluginsDir, "testplug.wasm"), testplugWasm(t), 0o644)
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "garbage.wasm"), []byte("not wasm"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "v2.wasm"), hostileWasm(t, "v2"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "bad"+ManifestSuffix), []byte(`{"args": []}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "testplug.wasm"), testplugWasm(t), 0o644))
 	r := newRegistry(t, opts)
 
-	errs := map[string]error{}
-	for _, e := range r.List(context.Background()) {
-		if e.Path != "" {
-			errs[filepath.Base(e.Path)] = e.Err
-		}
-	}
+	entries := entriesByFile(r)
 	for file, kind := range map[string]error{"garbage.wasm": ErrInvalidPlugin, "v2.wasm": ErrVersionMismatch, "bad" + ManifestSuffix: ErrInvalidPlugin} {
-		if !errors.Is(errs[file], kind) {
-			t.Errorf("%s: entry error %v, want %v", file, errs[file], kind)
-		}
+		assert.ErrorIs(t, entries[file].Err, kind, file)
 	}
-	if !strings.Contains(errs["v2.wasm"].Error(), "plugin wants ABI v2, host speaks v1") {
-		t.Errorf("v2.wasm: %v", errs["v2.wasm"])
+	if assert.Error(t, entries["v2.wasm"].Err) {
+		assert.Contains(t, entries["v2.wasm"].Err.Error(), "plugin wants ABI v2, host speaks v1")
 	}
-	if errs["testplug.wasm"] != nil {
-		t.Fatalf("the healthy plugin failed: %v", errs["testplug.wasm"])
-	}
-	if _, err := r.Strategy(context.Background(), "testplug"); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), "plugin failed to load; skipped") {
-		t.Errorf("no log line for the broken plugins:\n%s", logs)
-	}
+	require.NoError(t, entries["testplug.wasm"].Err, "the healthy plugin")
+	_, err := r.Strategy(context.Background(), "testplug")
+	require.NoError(t, err)
+	assert.Contains(t, logs.String(), "plugin failed to load; skipped")
 }
 
 func TestUserPluginOverridesBuiltin(t *testing.T) {
@@ -147,21 +130,15 @@ func TestUserPluginOverridesBuiltin(t *testing.T) {
 	logs := &logBuffer{}
 	opts := testOptions(t, logs)
 	manifest := `{"command": "` + build(t, "testplug", false, "-X main.hostile=yes -X main.name=truncate") + `"}`
-	os.WriteFile(filepath.Join(opts.PluginsDir, "mine"+ManifestSuffix), []byte(manifest), 0o644)
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "mine"+ManifestSuffix), []byte(manifest), 0o644))
 	r := newRegistry(t, opts)
 	p, err := r.Strategy(context.Background(), "truncate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Source() != SourceProcess {
-		t.Fatalf("Strategy(truncate) is the %s plugin, want the user's process plugin", p.Source())
-	}
-	if !strings.Contains(logs.String(), "overrides the built-in") {
-		t.Errorf("no override notice in the log:\n%s", logs)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, SourceProcess, p.Source(), "Strategy(truncate) is the user's process plugin")
+	assert.Contains(t, logs.String(), "overrides the built-in")
 	for _, e := range r.List(context.Background()) {
-		if e.Source == SourceBuiltin && e.Name == "truncate" && !e.Overridden {
-			t.Errorf("built-in entry not marked overridden: %+v", e)
+		if e.Source == SourceBuiltin && e.Name == "truncate" {
+			assert.True(t, e.Overridden, "built-in entry marked overridden")
 		}
 	}
 }
@@ -174,30 +151,25 @@ func TestHostilePluginsInARegistry(t *testing.T) {
 	for _, name := range []string{"trap", "loop", "grow", "malformed", "huge", "oob"} {
 		// Each hostile plugin's name is its file name; give each its own
 		// category so Truncator finds it.
-		os.WriteFile(filepath.Join(opts.PluginsDir, name+".wasm"), hostileWasm(t, name), 0o644)
+		require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, name+".wasm"), hostileWasm(t, name), 0o644))
 	}
-	os.WriteFile(filepath.Join(opts.PluginsDir, "testplug.wasm"), testplugWasm(t), 0o644)
-	os.WriteFile(filepath.Join(opts.PluginsDir, "crasher"+ManifestSuffix), []byte(`{"command": "`+build(t, "testplug", false, "-X main.hostile=yes -X main.name=crasher")+`"}`), 0o644)
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "testplug.wasm"), testplugWasm(t), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "crasher"+ManifestSuffix), []byte(`{"command": "`+build(t, "testplug", false, "-X main.hostile=yes -X main.name=crasher")+`"}`), 0o644))
 	r := newRegistry(t, opts)
 
 	healthy := func() {
 		t.Helper()
 		p, err := r.Strategy(context.Background(), "testplug")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Summarize(context.Background(), nil, smallSession); err != nil {
-			t.Fatalf("healthy plugin after a hostile one: %v", err)
-		}
+		require.NoError(t, err)
+		_, err = p.Summarize(context.Background(), nil, smallSession)
+		require.NoError(t, err, "healthy plugin after a hostile one")
 	}
 	for name, kind := range map[string]error{
 		"trap": ErrTrap, "loop": ErrDeadlineExceeded, "grow": ErrMemoryLimit,
 		"malformed": ErrMalformedOutput, "huge": ErrOutputTooLarge, "oob": ErrMalformedOutput,
 	} {
 		p, err := r.Strategy(context.Background(), name)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		require.NoError(t, err, name)
 		// Only loop needs its deadline; the bound on the others keeps a
 		// regression from hanging the test, and is generous for -race.
 		timeout := 30 * time.Second
@@ -207,27 +179,18 @@ func TestHostilePluginsInARegistry(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		_, err = p.Summarize(ctx, nil, smallSession)
 		cancel()
-		if !errors.Is(err, kind) {
-			t.Errorf("%s: err = %v, want %v", name, err, kind)
-		}
+		assert.ErrorIs(t, err, kind, name)
 		healthy()
 	}
 	crasher, err := r.Truncator(context.Background(), "exit")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// testplug.wasm sorts after crasher.plugin.json, so "exit" finds the process.
-	if crasher.Name() != "crasher" {
-		t.Fatalf("Truncator(exit) = %s", crasher.Name())
-	}
+	require.Equal(t, "crasher", crasher.Name())
 	_, err = crasher.Truncate(context.Background(), nil, &abi.TruncateRequest{Category: "exit", Content: []byte("x"), MaxTokens: 4})
-	if !errors.Is(err, ErrCrash) {
-		t.Errorf("crasher: err = %v, want ErrCrash", err)
-	}
+	assert.ErrorIs(t, err, ErrCrash)
 	healthy()
-	if _, err := crasher.Truncate(context.Background(), nil, &abi.TruncateRequest{Category: "generic", Content: []byte("x"), MaxTokens: 4}); err != nil {
-		t.Errorf("crasher after restart: %v", err)
-	}
+	_, err = crasher.Truncate(context.Background(), nil, &abi.TruncateRequest{Category: "generic", Content: []byte("x"), MaxTokens: 4})
+	assert.NoError(t, err, "crasher after restart")
 }
 
 func TestReplacedProcessExecutableReloads(t *testing.T) {
@@ -235,23 +198,16 @@ func TestReplacedProcessExecutableReloads(t *testing.T) {
 	install := func(src string) {
 		t.Helper()
 		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		tmp := filepath.Join(opts.PluginsDir, ".tp.tmp")
-		if err := os.WriteFile(tmp, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(opts.PluginsDir, "tp")); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(tmp, b, 0o755))
+		require.NoError(t, os.Rename(tmp, filepath.Join(opts.PluginsDir, "tp")))
 	}
 	install(build(t, "testplug", false, "-X main.hostile=yes"))
-	os.WriteFile(filepath.Join(opts.PluginsDir, "tp"+ManifestSuffix), []byte(`{"command": "./tp"}`), 0o644)
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "tp"+ManifestSuffix), []byte(`{"command": "./tp"}`), 0o644))
 	r := newRegistry(t, opts)
-	if _, err := r.Strategy(context.Background(), "testplug"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Strategy(context.Background(), "testplug")
+	require.NoError(t, err)
 	install(build(t, "testplug", false, "-X main.hostile=yes -X main.name=renamed"))
 	eventually(t, "the new executable is started", func() error {
 		_, err := r.Strategy(context.Background(), "renamed")

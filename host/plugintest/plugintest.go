@@ -70,26 +70,29 @@ func (r Report) Failed() []Check {
 }
 
 // WriteText writes the report one check a line: "PASS name", "FAIL name:
-// detail" or "SKIP name: reason", then a summary line.
+// detail" or "SKIP name: reason", then a summary line. The plugin's text
+// (its name, version, kinds, and the details, which quote its answers) is
+// escaped with plugin.Escape.
 func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	name := r.Info.Name
 	if r.Info.Version != "" {
 		name += " " + r.Info.Version
 	}
-	fmt.Fprintf(&b, "plugin %s (ABI v%d.%d, kinds %s)\n", name, r.Info.ABIMajor, r.Info.ABIMinor, strings.Join(r.Info.Kinds, ", "))
+	esc := plugin.Escape
+	fmt.Fprintf(&b, "plugin %s (ABI v%d.%d, kinds %s)\n", esc(name), r.Info.ABIMajor, r.Info.ABIMinor, esc(strings.Join(r.Info.Kinds, ", ")))
 	passed, failed, skipped := 0, 0, 0
 	for _, c := range r.Checks {
 		switch {
 		case c.Skipped:
 			skipped++
-			fmt.Fprintf(&b, "SKIP %s: %s\n", c.Name, c.Detail)
+			fmt.Fprintf(&b, "SKIP %s: %s\n", esc(c.Name), esc(c.Detail))
 		case c.Passed:
 			passed++
-			fmt.Fprintf(&b, "PASS %s\n", c.Name)
+			fmt.Fprintf(&b, "PASS %s\n", esc(c.Name))
 		default:
 			failed++
-			fmt.Fprintf(&b, "FAIL %s: %s\n", c.Name, c.Detail)
+			fmt.Fprintf(&b, "FAIL %s: %s\n", esc(c.Name), esc(c.Detail))
 		}
 	}
 	fmt.Fprintf(&b, "%d passed, %d failed, %d skipped\n", passed, failed, skipped)

@@ -53,10 +53,8 @@ func listPlugins(ctx context.Context, g *globals, o *pluginsOptions) ([]server.P
 		a.close()
 		return nil, nil, err
 	}
-	// Load every built-in so its description is known.
-	for _, name := range []string{"structured", "narrative", "truncate"} {
-		reg.Strategy(ctx, name)
-	}
+	// List loads the built-ins, so their descriptions are known. It starts
+	// no process plugin the host has seen before: their Info is cached.
 	rows := server.PluginInfos(reg.List(ctx))
 	return rows, a, nil
 }
@@ -70,22 +68,25 @@ func runPluginsList(ctx context.Context, g *globals, o *pluginsOptions) error {
 	if o.json {
 		return json.NewEncoder(g.io.Out).Encode(rows)
 	}
+	// Every field but the source is the plugin's text or its file's
+	// name: escaped, so that a name cannot clear the screen or forge rows.
+	esc := plugin.Escape
 	for _, r := range rows {
-		status := strings.Join(r.Kinds, "+")
+		status := esc(strings.Join(r.Kinds, "+"))
 		if len(r.Categories) > 0 {
-			status += " [" + strings.Join(r.Categories, ", ") + "]"
+			status += " [" + esc(strings.Join(r.Categories, ", ")) + "]"
 		}
 		if r.Overridden {
 			status += " (overridden by a user plugin)"
 		}
 		if r.Error != "" {
-			status = "BROKEN: " + r.Error
+			status = "BROKEN: " + esc(r.Error)
 		}
 		where := r.Source
 		if r.Path != "" {
-			where += " " + r.Path
+			where += " " + esc(r.Path)
 		}
-		fmt.Fprintf(g.io.Out, "%-14s %-9s %s  (%s)\n", r.Name, r.Version, status, where)
+		fmt.Fprintf(g.io.Out, "%-14s %-9s %s  (%s)\n", esc(r.Name), esc(r.Version), status, where)
 	}
 	for _, r := range rows {
 		if r.Error != "" {
@@ -108,11 +109,12 @@ func runPluginsInfo(ctx context.Context, g *globals, o *pluginsOptions, name str
 		if o.json {
 			return json.NewEncoder(g.io.Out).Encode(r)
 		}
+		esc := plugin.Escape
 		fmt.Fprintf(g.io.Out, "name:        %s\nversion:     %s\nABI:         %s\nkinds:       %s\ncategories:  %s\nsource:      %s %s\ndescription: %s\n",
-			r.Name, r.Version, r.ABI, strings.Join(r.Kinds, ", "), strings.Join(r.Categories, ", "), r.Source, r.Path, r.Description)
+			esc(r.Name), esc(r.Version), r.ABI, esc(strings.Join(r.Kinds, ", ")), esc(strings.Join(r.Categories, ", ")), r.Source, esc(r.Path), esc(r.Description))
 		if r.Error != "" {
-			fmt.Fprintf(g.io.Out, "error:       %s\n", r.Error)
-			return withCode(ExitPlugin, fmt.Errorf("plugin %s is broken", name))
+			fmt.Fprintf(g.io.Out, "error:       %s\n", esc(r.Error))
+			return withCode(ExitPlugin, fmt.Errorf("plugin %s is broken", esc(name)))
 		}
 		return nil
 	}

@@ -48,11 +48,11 @@ func runVerify(ctx context.Context, g *globals, o *pluginsOptions, target string
 		}
 		if p, err = reg.Strategy(ctx, target); err != nil {
 			if p, err = reg.Truncator(ctx, target); err != nil {
-				return withCode(ExitPlugin, fmt.Errorf("%s is neither a file nor a known plugin: %w", target, err))
+				return withCode(ExitPlugin, fmt.Errorf("%s is neither a file nor a known plugin: %w", plugin.Escape(target), err))
 			}
 		}
 	}
-	a.progress("verifying %s…", target)
+	a.progress("verifying %s…", plugin.Escape(target))
 	rep := plugintest.Verify(ctx, p)
 	if o.json {
 		checks := make([]map[string]any, 0, len(rep.Checks))
@@ -72,7 +72,7 @@ func runVerify(ctx context.Context, g *globals, o *pluginsOptions, target string
 		return err
 	}
 	if !rep.OK() {
-		return withCode(ExitPlugin, fmt.Errorf("%s failed %d conformance checks", target, len(rep.Failed())))
+		return withCode(ExitPlugin, fmt.Errorf("%s failed %d conformance checks", plugin.Escape(target), len(rep.Failed())))
 	}
 	return nil
 }

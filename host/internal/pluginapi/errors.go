@@ -42,15 +42,18 @@ type Error struct {
 	Err error
 }
 
+// Error names the plugin, its path and what failed. The cause is often
+// the plugin's own text, so the message is escaped (see Escape): it goes
+// to terminals and logs.
 func (e *Error) Error() string {
 	where := fmt.Sprintf("plugin %q", e.Plugin)
 	if e.Path != "" {
 		where += " (" + e.Path + ")"
 	}
 	if e.Err == nil {
-		return fmt.Sprintf("%s: %s: %v", where, e.Op, e.Kind)
+		return Escape(fmt.Sprintf("%s: %s: %v", where, e.Op, e.Kind))
 	}
-	return fmt.Sprintf("%s: %s: %v: %v", where, e.Op, e.Kind, e.Err)
+	return Escape(fmt.Sprintf("%s: %s: %v: %v", where, e.Op, e.Kind, e.Err))
 }
 
 // Unwrap returns the kind and the cause, so errors.Is matches both.

@@ -12,13 +12,16 @@ import (
 const maxLogLine = 8 << 10
 
 // LineWriter is an io.Writer that logs each line written to it, for a
-// plugin's stdout and stderr.
+// plugin's stdout and stderr. Lines past the stream limits (MaxStreamBytes
+// and MaxStreamLines per StreamWindow) are dropped and counted; the count
+// is logged when the next window begins, or by Flush.
 type LineWriter struct {
 	Logger *slog.Logger
 	Level  slog.Level
 
-	mu  sync.Mutex
-	buf []byte
+	mu     sync.Mutex
+	buf    []byte
+	budget *LogBudget
 }
 
 // Write implements io.Writer. It never fails.
@@ -47,8 +50,20 @@ func (w *LineWriter) Write(p []byte) (int, error) {
 }
 
 func (w *LineWriter) flush() {
-	if len(w.buf) > 0 && w.Logger != nil {
+	if w.budget == nil {
+		w.budget = NewStreamLogBudget()
+	}
+	if len(w.buf) > 0 && w.Logger != nil && w.budget.Allow(w.Logger, len(w.buf)+1) {
 		w.Logger.Log(context.Background(), w.Level, string(w.buf))
 	}
 	w.buf = w.buf[:0]
+}
+
+// Flush logs the note of the lines dropped so far, if any.
+func (w *LineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.budget != nil {
+		w.budget.Flush(w.Logger)
+	}
 }

@@ -55,7 +55,7 @@ func ServeHostCall(ctx context.Context, svc Services, op uint32, frame []byte) [
 		err = abi.Errorf(abi.CodeUnsupported, "unknown host operation %d", op)
 	}
 	if err != nil {
-		return abi.MustEncodeError(hostError(err))
+		return abi.MustEncodeError(hostError(ctx, err))
 	}
 	b, err := abi.Encode(out)
 	if err != nil {
@@ -64,12 +64,18 @@ func ServeHostCall(ctx context.Context, svc Services, op uint32, frame []byte) [
 	return b
 }
 
-func hostError(err error) *abi.Error {
+func hostError(ctx context.Context, err error) *abi.Error {
 	switch {
 	case errors.Is(err, abi.ErrMalformed):
 		return abi.Errorf(abi.CodeInvalidRequest, "%v", err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return abi.Errorf(abi.CodeDeadline, "%v", err)
+	case ContextErr(ctx) != nil:
+		// The call's deadline passed while the service worked: whatever
+		// the service made of it (a provider's transport error that does
+		// not wrap the context's), the plugin must see a deadline, not a
+		// model failure it might retry.
+		return abi.Errorf(abi.CodeDeadline, "%v: %v", ContextErr(ctx), err)
 	}
 	var e *abi.Error
 	if errors.As(err, &e) {

@@ -8,25 +8,34 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/compact-host/compact-host/host/internal/pluginapi"
 )
 
 // newHCLogger returns an hclog.Logger, the logger go-plugin takes, whose
-// lines go to logger. hclog writes JSON lines; each is decoded back into a
+// lines go to w. hclog writes JSON lines; each is decoded back into a
 // slog record with its level, message and fields.
-func newHCLogger(logger *slog.Logger) hclog.Logger {
+func newHCLogger(w *slogWriter) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       "plugin",
 		Level:      hclog.Debug,
 		JSONFormat: true,
-		Output:     &slogWriter{logger: logger},
+		Output:     w,
 	})
 }
 
+// slogWriter logs a plugin process's stderr, which go-plugin passes
+// through hclog, within the limits of budget: a process printing in a
+// loop must not fill the host's log.
 type slogWriter struct {
 	logger *slog.Logger
+	budget *pluginapi.LogBudget
 	mu     sync.Mutex
 	buf    []byte
 }
+
+// flush logs the note of the lines dropped so far, if any.
+func (w *slogWriter) flush() { w.budget.Flush(w.logger) }
 
 func (w *slogWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
@@ -44,6 +53,9 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 }
 
 func (w *slogWriter) emit(line []byte) {
+	if !w.budget.Allow(w.logger, len(line)) {
+		return
+	}
 	var fields map[string]any
 	if err := json.Unmarshal(line, &fields); err != nil {
 		w.logger.Info(string(line))

@@ -24,8 +24,12 @@ import (
 	"github.com/compact-host/compact-host/sdk/grpcwire"
 )
 
-// DefaultHandshakeTimeout bounds the start of a plugin process.
+// DefaultHandshakeTimeout bounds the start of a plugin process: the
+// go-plugin handshake, and then its Info call.
 const DefaultHandshakeTimeout = 10 * time.Second
+
+// DefaultCallTimeout bounds a call whose context has no deadline.
+const DefaultCallTimeout = 2 * time.Minute
 
 // Config says how to start a process plugin.
 type Config struct {
@@ -37,8 +41,13 @@ type Config struct {
 	// Checksum, when set, is the SHA-256 the executable must have; the
 	// process is not started otherwise.
 	Checksum []byte
-	// HandshakeTimeout bounds the start; zero means DefaultHandshakeTimeout.
+	// HandshakeTimeout bounds the handshake, and then the Info call of
+	// Start unless ctx ends sooner; zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// CallTimeout bounds a call whose context has no deadline; zero
+	// means DefaultCallTimeout. No call into a process is unbounded: a
+	// plugin that never answers must not hang the host.
+	CallTimeout time.Duration
 	// Logger receives the plugin's log and stderr.
 	Logger *slog.Logger
 }
@@ -49,9 +58,21 @@ type Plugin struct {
 	info abi.Info
 
 	mu     sync.Mutex
+	proc   *process
+	closed bool
+}
+
+// process is one run of the plugin's executable.
+type process struct {
 	client *plugin.Client
 	wire   *grpcwire.Client
-	closed bool
+	// pgid is the process group the plugin and every child it starts
+	// run in, so that killing the plugin kills them too.
+	pgid int
+	// stderr logs the process's stderr, syncOut and syncErr what it
+	// writes to os.Stdout and os.Stderr once it serves.
+	stderr           *slogWriter
+	syncOut, syncErr *pluginapi.LineWriter
 }
 
 // Start starts the process, completes the handshake and asks for Info.
@@ -59,10 +80,21 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = DefaultHandshakeTimeout
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Plugin{cfg: cfg}
+	if _, err := p.conn(); err != nil {
+		return nil, err
+	}
+	// Info answers at once from any honest plugin; one that does not is
+	// stopped at the handshake timeout, so that a registry loading it does
+	// not hang whatever waits for the registry.
+	ctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
 	out, err := p.Call(ctx, nil, abi.ExportInfo, nil)
 	if err != nil {
 		p.Close()
@@ -88,35 +120,50 @@ func (p *Plugin) errorf(kind error, op, format string, args ...any) error {
 
 // conn returns the live connection, starting the process if there is
 // none: at the first call, or after a crash.
-func (p *Plugin) conn() (*plugin.Client, *grpcwire.Client, error) {
+func (p *Plugin) conn() (*process, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil, nil, p.errorf(pluginapi.ErrClosed, "call", "closed")
+		return nil, p.errorf(pluginapi.ErrClosed, "call", "closed")
 	}
-	if p.client != nil && !p.client.Exited() {
-		return p.client, p.wire, nil
+	if p.proc != nil && !p.proc.client.Exited() {
+		return p.proc, nil
 	}
-	if p.client != nil {
+	if p.proc != nil {
 		p.cfg.Logger.Warn("plugin process exited; restarting", "path", p.cfg.Command)
-		p.client.Kill()
+		p.proc.kill()
+		p.proc = nil
 	}
-	client, wire, err := p.start()
+	proc, err := p.start()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	p.client, p.wire = client, wire
-	return client, wire, nil
+	p.proc = proc
+	return proc, nil
 }
 
 var pluginVersionRE = regexp.MustCompile(`Plugin version: (\d+)`)
 
-func (p *Plugin) start() (*plugin.Client, *grpcwire.Client, error) {
+func (p *Plugin) start() (*process, error) {
+	protectHost(p.cfg.Logger)
 	cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
+	// go-plugin reads the whole executable to check its checksum: a
+	// device or a FIFO there would never end the read.
+	if info, err := os.Stat(cmd.Path); err == nil && !info.Mode().IsRegular() {
+		return nil, p.errorf(pluginapi.ErrInvalidPlugin, "start", "%s is not a regular file (mode %s)", cmd.Path, info.Mode().Type())
+	}
 	cmd.Dir = p.cfg.Dir
 	// The host's environment holds provider API keys; a plugin gets only
 	// what it needs to run.
 	cmd.Env = minimalEnv()
+	setProcessGroup(cmd)
+	logger := p.cfg.Logger.With("path", p.cfg.Command)
+	stderr := &slogWriter{logger: logger, budget: pluginapi.NewStreamLogBudget()}
+	// go-plugin's Serve sends what the plugin writes to os.Stdout and
+	// os.Stderr once it serves over gRPC to SyncStdout and SyncStderr; its
+	// log lines and anything written before go to stderr.
+	syncOut := &pluginapi.LineWriter{Logger: logger.With("stream", "stdout"), Level: slog.LevelInfo}
+	syncErr := &pluginapi.LineWriter{Logger: logger.With("stream", "stderr"), Level: slog.LevelInfo}
 	var secure *plugin.SecureConfig
 	if len(p.cfg.Checksum) > 0 {
 		secure = &plugin.SecureConfig{Checksum: p.cfg.Checksum, Hash: sha256.New()}
@@ -129,25 +176,63 @@ func (p *Plugin) start() (*plugin.Client, *grpcwire.Client, error) {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		StartTimeout:     p.cfg.HandshakeTimeout,
 		SecureConfig:     secure,
-		Logger:           newHCLogger(p.cfg.Logger.With("path", p.cfg.Command)),
+		Logger:           newHCLogger(stderr),
 		GRPCDialOptions:  grpcwire.DialOptions(),
+		SyncStdout:       syncOut,
+		SyncStderr:       syncErr,
 	})
+	proc := &process{client: client, stderr: stderr, syncOut: syncOut, syncErr: syncErr}
 	rpc, err := client.Client()
+	if cmd.Process != nil {
+		// With Setpgid the group's ID is the plugin's PID.
+		proc.pgid = cmd.Process.Pid
+	}
 	if err != nil {
-		client.Kill()
+		proc.kill()
 		if sub := pluginVersionRE.FindStringSubmatch(err.Error()); sub != nil {
 			want, _ := strconv.Atoi(sub[1])
-			return nil, nil, p.errorf(pluginapi.ErrVersionMismatch, "start", "%w", &pluginapi.VersionError{Want: want, Have: abi.Major})
+			return nil, p.errorf(pluginapi.ErrVersionMismatch, "start", "%w", &pluginapi.VersionError{Want: want, Have: abi.Major})
 		}
-		return nil, nil, p.errorf(pluginapi.ErrHandshake, "start", "%w", err)
+		return nil, p.errorf(pluginapi.ErrHandshake, "start", "%w", err)
 	}
 	raw, err := rpc.Dispense(grpcwire.PluginName)
 	if err != nil {
-		client.Kill()
-		return nil, nil, p.errorf(pluginapi.ErrHandshake, "start", "dispense: %w", err)
+		proc.kill()
+		return nil, p.errorf(pluginapi.ErrHandshake, "start", "dispense: %w", err)
 	}
-	return client, raw.(*grpcwire.Client), nil
+	proc.wire = raw.(*grpcwire.Client)
+	return proc, nil
 }
+
+// kill stops the process and every process of its group. The group goes
+// first: go-plugin's Kill waits for the plugin's stderr to close, which a
+// child holding it open would delay for as long as the child lives, and
+// a killed group makes its graceful wait return at once.
+func (pr *process) kill() {
+	killGroup(pr.pgid)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pr.client.Kill()
+	}()
+	// go-plugin's Kill returns once the plugin's stderr is closed. A child
+	// that left the plugin's process group (setsid) and holds it open
+	// would keep Kill waiting for as long as it lives: give up on it, so
+	// that closing a plugin never hangs the host.
+	timer := time.NewTimer(killTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		pr.stderr.logger.Warn("plugin process killed, but something it started still holds its stderr; left behind", "timeout", killTimeout)
+	}
+	pr.stderr.flush()
+	pr.syncOut.Flush()
+	pr.syncErr.Flush()
+}
+
+// killTimeout bounds the wait for a killed plugin's streams to close.
+const killTimeout = 5 * time.Second
 
 func minimalEnv() []string {
 	var env []string
@@ -165,57 +250,89 @@ func minimalEnv() []string {
 // The next call starts a new process.
 func (p *Plugin) Call(ctx context.Context, svc pluginapi.Services, export string, frame []byte) ([]byte, error) {
 	op := pluginapi.OpName(export)
-	client, wire, err := p.conn()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.CallTimeout)
+		defer cancel()
+	}
+	if err := pluginapi.ContextErr(ctx); err != nil {
+		return nil, p.errorf(pluginapi.ErrDeadlineExceeded, op, "%w", err)
+	}
+	proc, err := p.conn()
 	if err != nil {
+		if cerr := pluginapi.ContextErr(ctx); cerr != nil {
+			return nil, p.errorf(pluginapi.ErrDeadlineExceeded, op, "%w (while starting the process: %v)", cerr, err)
+		}
 		return nil, err
 	}
-	out, err := wire.Call(ctx, hostServer{svc: svc, logger: p.cfg.Logger}, export, frame)
+	host := &hostServer{call: ctx, svc: svc, logger: p.cfg.Logger, budget: pluginapi.LogBudgetOf(ctx)}
+	out, err := proc.wire.Call(ctx, host, export, frame)
 	if err == nil {
 		return out, nil
 	}
-	switch {
-	case ctx.Err() != nil:
-		p.kill(client)
-		return nil, p.errorf(pluginapi.ErrDeadlineExceeded, op, "%w", ctx.Err())
-	case status.Code(err) == codes.ResourceExhausted:
+	// The caller's context first, whatever gRPC made of it: gRPC fails a
+	// call on its own reading of the deadline (or on the plugin's
+	// RST_STREAM when the plugin's side of it expired) a moment before
+	// ctx's timer fires on a loaded machine.
+	if cerr := pluginapi.ContextErr(ctx); cerr != nil {
+		p.kill(proc)
+		return nil, p.errorf(pluginapi.ErrDeadlineExceeded, op, "%w", cerr)
+	}
+	if status.Code(err) == codes.ResourceExhausted {
 		return nil, p.errorf(pluginapi.ErrOutputTooLarge, op, "%w", err)
 	}
 	// The connection broke: the process is gone or going. Make sure of it
 	// so the next call starts afresh.
-	p.kill(client)
+	p.kill(proc)
 	return nil, p.errorf(pluginapi.ErrCrash, op, "%w", err)
 }
 
-func (p *Plugin) kill(client *plugin.Client) {
+func (p *Plugin) kill(proc *process) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	client.Kill()
-	if p.client == client {
-		p.client, p.wire = nil, nil
+	proc.kill()
+	if p.proc == proc {
+		p.proc = nil
 	}
 }
 
-// Close stops the process.
+// Close stops the process and the processes it started.
 func (p *Plugin) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	if p.client != nil {
-		p.client.Kill()
-		p.client, p.wire = nil, nil
+	if p.proc != nil {
+		p.proc.kill()
+		p.proc = nil
 	}
 }
 
 // hostServer answers the plugin's host calls of one call.
 type hostServer struct {
+	// call is the plugin call's context: a host call the plugin makes
+	// without a deadline of its own still ends with the call.
+	call   context.Context
 	svc    pluginapi.Services
 	logger *slog.Logger
+	budget *pluginapi.LogBudget
 }
 
-func (h hostServer) Call(ctx context.Context, op uint32, frame []byte) []byte {
+func (h *hostServer) Call(ctx context.Context, op uint32, frame []byte) []byte {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(h.call, func() { cancel(context.Cause(h.call)) })
+	defer stop()
+	if d, ok := h.call.Deadline(); ok {
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, d)
+		defer cancelDeadline()
+	}
 	return pluginapi.ServeHostCall(ctx, h.svc, op, frame)
 }
 
-func (h hostServer) Log(level int, msg string) {
+func (h *hostServer) Log(level int, msg string) {
+	if h.budget != nil && !h.budget.Allow(nil, len(msg)) {
+		return
+	}
 	h.logger.Log(context.Background(), pluginapi.LogLevel(level), msg)
 }

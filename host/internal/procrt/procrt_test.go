@@ -5,14 +5,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
@@ -33,7 +38,7 @@ func binary(t testing.TB, name string) string {
 		if buildErr != nil {
 			return
 		}
-		for _, n := range []string{"testplug", "nohandshake"} {
+		for _, n := range []string{"testplug", "nohandshake", "infohang"} {
 			out, err := exec.Command("go", "build", "-ldflags", "-X main.hostile=yes", "-o", filepath.Join(binDir, n), "../../plugin/testdata/"+n).CombinedOutput()
 			if err != nil {
 				buildErr = errors.New(string(out))
@@ -41,9 +46,7 @@ func binary(t testing.TB, name string) string {
 			}
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
+	require.NoError(t, buildErr)
 	return filepath.Join(binDir, name)
 }
 
@@ -73,14 +76,33 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 func start(t testing.TB, cfg Config) *Plugin {
 	t.Helper()
 	p, err := Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	return p
+}
+
+// within runs f and fails the test if it has not returned after a
+// generous bound: a hang guard for code that used to hang, not a timing
+// requirement.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		require.FailNow(t, what+" did not return")
+	}
 }
 
 func truncate(ctx context.Context, p *Plugin, svc pluginapi.Services, category string, content []byte, maxTokens int) (*abi.TruncateResponse, error) {
@@ -104,41 +126,27 @@ func (fakeModel) Complete(_ context.Context, req *abi.CompleteRequest) (*abi.Com
 
 func TestRoundTripAndHostCalls(t *testing.T) {
 	logs := &logBuffer{}
-	p := start(t, Config{Command: binary(t, "testplug"), Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if info := p.Info(); info.Name != "testplug" || info.ABIMajor != abi.Major {
-		t.Fatalf("info = %+v", info)
-	}
+	p := start(t, Config{Command: binary(t, "testplug"), Logger: logs.logger()})
+	assert.Equal(t, "testplug", p.Info().Name)
+	assert.Equal(t, abi.Major, p.Info().ABIMajor)
 	resp, err := truncate(context.Background(), p, fakeModel{}, "callhost", []byte("the input"), 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := string(resp.Content); got != "model saw the input" {
-		t.Fatalf("callhost = %q", got)
-	}
-	if !strings.Contains(logs.String(), "calling the host model") {
-		t.Fatalf("the plugin's Host.Log line is not in the host log:\n%s", logs)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "model saw the input", string(resp.Content))
+	assert.Contains(t, logs.String(), "calling the host model", "the plugin's Host.Log line is in the host log")
 	// Large content crosses in both directions: over gRPC's 4 MiB default.
 	big := bytes.Repeat([]byte("0123456789abcdef"), 20<<20/16)
 	resp, err = truncate(context.Background(), p, nil, "generic", big, len(big))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(resp.Content, big) {
-		t.Fatalf("20 MiB round trip returned %d bytes", len(resp.Content))
-	}
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(resp.Content, big), "20 MiB round trip returned %d bytes", len(resp.Content))
 }
 
 func TestCrashMidCallThenRestart(t *testing.T) {
 	p := start(t, Config{Command: binary(t, "testplug")})
 	_, err := truncate(context.Background(), p, nil, "exit", []byte("x"), 10)
-	if !errors.Is(err, pluginapi.ErrCrash) {
-		t.Fatalf("err = %v, want ErrCrash", err)
-	}
+	assert.ErrorIs(t, err, pluginapi.ErrCrash)
 	resp, err := truncate(context.Background(), p, nil, "generic", []byte("again"), 10)
-	if err != nil || string(resp.Content) != "again" {
-		t.Fatalf("call after the crash: %v %v", resp, err)
-	}
+	require.NoError(t, err, "call after the crash")
+	assert.Equal(t, "again", string(resp.Content))
 }
 
 func TestDeadlineKillsTheProcess(t *testing.T) {
@@ -146,12 +154,134 @@ func TestDeadlineKillsTheProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := truncate(ctx, p, nil, "spin", []byte("x"), 10)
-	if !errors.Is(err, pluginapi.ErrDeadlineExceeded) {
-		t.Fatalf("err = %v, want ErrDeadlineExceeded", err)
+	assert.ErrorIs(t, err, pluginapi.ErrDeadlineExceeded)
+	assert.NotErrorIs(t, err, pluginapi.ErrCrash)
+	_, err = truncate(context.Background(), p, nil, "generic", []byte("x"), 10)
+	assert.NoError(t, err, "call after the deadline")
+}
+
+// lateCtx is a context whose deadline has passed but whose timer has not
+// fired: on a loaded machine gRPC reads the deadline (or gets the
+// plugin's RST_STREAM at it) and fails the call in that window, with
+// ctx.Err() still nil. That is how TestDeadlineKillsTheProcess used to
+// see "plugin process crashed: ... DeadlineExceeded ... RST_STREAM".
+type lateCtx struct{ context.Context }
+
+func (lateCtx) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+func TestDeadlineSeenByGRPCFirstIsADeadline(t *testing.T) {
+	p := start(t, Config{Command: binary(t, "testplug")})
+	_, err := truncate(lateCtx{context.Background()}, p, nil, "generic", []byte("x"), 10)
+	assert.ErrorIs(t, err, pluginapi.ErrDeadlineExceeded)
+	assert.NotErrorIs(t, err, pluginapi.ErrCrash)
+	_, err = truncate(context.Background(), p, nil, "generic", []byte("x"), 10)
+	assert.NoError(t, err)
+}
+
+func TestInfoThatNeverAnswersFailsAtTheDeadline(t *testing.T) {
+	path := binary(t, "infohang")
+	var err error
+	within(t, "Start of a plugin whose Info never answers", func() {
+		_, err = Start(context.Background(), Config{Command: path, HandshakeTimeout: 500 * time.Millisecond})
+	})
+	assert.ErrorIs(t, err, pluginapi.ErrDeadlineExceeded)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), path, "the error names the file")
+}
+
+func TestCallWithoutADeadlineIsBounded(t *testing.T) {
+	p := start(t, Config{Command: binary(t, "testplug"), CallTimeout: 300 * time.Millisecond})
+	var err error
+	within(t, "a spinning call without a deadline", func() {
+		_, err = truncate(context.Background(), p, nil, "spin", []byte("x"), 10)
+	})
+	assert.ErrorIs(t, err, pluginapi.ErrDeadlineExceeded)
+}
+
+// alive reports whether pid is a process that has not exited; a zombie
+// waiting for its parent to reap it has exited.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
 	}
-	if _, err := truncate(context.Background(), p, nil, "generic", []byte("x"), 10); err != nil {
-		t.Fatalf("call after the deadline: %v", err)
+	// pid (comm) state ...: comm may hold spaces, state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestChildrenDieWithThePlugin(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc here")
 	}
+	p, err := Start(context.Background(), Config{Command: binary(t, "testplug")})
+	require.NoError(t, err)
+	resp, err := truncate(context.Background(), p, nil, "fork", []byte("x"), 10)
+	require.NoError(t, err)
+	child, err := strconv.Atoi(string(resp.Content))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if alive(child) {
+			_ = killProcess(child)
+		}
+	})
+	require.True(t, alive(child), "precondition: the plugin's child runs")
+
+	within(t, "Close", p.Close)
+	deadline := time.Now().Add(20 * time.Second)
+	for alive(child) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.False(t, alive(child), "the plugin's child %d outlived the plugin", child)
+}
+
+func killProcess(pid int) error {
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return proc.Kill()
+}
+
+func TestHostIsNotDumpableOnceAPluginStarts(t *testing.T) {
+	start(t, Config{Command: binary(t, "testplug")})
+	dumpable, err := hostDumpable()
+	require.NoError(t, err)
+	assert.False(t, dumpable, "PR_GET_DUMPABLE after a process plugin started")
+	if os.Geteuid() == 0 {
+		// Root reads any process's environ, dumpable or not: the flag is
+		// what can be checked here.
+		t.Log("running as root: checked the dumpable flag only")
+		return
+	}
+	err = exec.Command("cat", fmt.Sprintf("/proc/%d/environ", os.Getpid())).Run()
+	assert.Error(t, err, "a process of the same user read the host's environment")
+}
+
+func TestStderrFloodIsBounded(t *testing.T) {
+	logs := &logBuffer{}
+	p := start(t, Config{Command: binary(t, "testplug"), Logger: logs.logger()})
+	const lines = 3 * pluginapi.MaxStreamLines // 100 bytes each
+	_, err := truncate(context.Background(), p, nil, "stderrflood", []byte("x"), lines)
+	require.NoError(t, err)
+	within(t, "Close", p.Close)
+	got := logs.String()
+	assert.LessOrEqual(t, strings.Count(got, strings.Repeat("E", 99)), pluginapi.MaxStreamLines)
+	assert.Equal(t, 1, strings.Count(got, "lines of plugin log dropped"), "one note of the dropped lines")
+}
+
+func TestHostLogFloodIsBoundedPerCall(t *testing.T) {
+	logs := &logBuffer{}
+	p := start(t, Config{Command: binary(t, "testplug"), Logger: logs.logger()})
+	budget := pluginapi.NewCallLogBudget()
+	ctx := pluginapi.WithLogBudget(context.Background(), budget)
+	const lines = pluginapi.MaxLogLinesPerCall + 2000
+	_, err := truncate(ctx, p, nil, "logflood", []byte("x"), lines)
+	require.NoError(t, err)
+	assert.Equal(t, pluginapi.MaxLogLinesPerCall, strings.Count(logs.String(), strings.Repeat("L", 100)))
+	_, dropped := budget.Dropped()
+	assert.Equal(t, 2000, dropped)
 }
 
 func TestHandshakeNeverCompletes(t *testing.T) {
@@ -159,38 +289,52 @@ func TestHandshakeNeverCompletes(t *testing.T) {
 	_, err := Start(context.Background(), Config{
 		Command:          binary(t, "nohandshake"),
 		HandshakeTimeout: 300 * time.Millisecond,
-		Logger:           slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:           logs.logger(),
 	})
-	if !errors.Is(err, pluginapi.ErrHandshake) {
-		t.Fatalf("err = %v, want ErrHandshake", err)
-	}
-	if !strings.Contains(logs.String(), "will never complete the handshake") {
-		t.Errorf("the plugin's stderr is not in the host log:\n%s", logs)
-	}
+	assert.ErrorIs(t, err, pluginapi.ErrHandshake)
+	assert.Contains(t, logs.String(), "will never complete the handshake", "the plugin's stderr is in the host log")
 }
 
 func TestChecksumPinning(t *testing.T) {
 	path := binary(t, "testplug")
 	bin, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sum := sha256.Sum256(bin)
 	start(t, Config{Command: path, Checksum: sum[:]})
 
 	sum[0] ^= 0xff
 	_, err = Start(context.Background(), Config{Command: path, Checksum: sum[:]})
-	if !errors.Is(err, pluginapi.ErrHandshake) || !strings.Contains(err.Error(), "checksum") {
-		t.Fatalf("err = %v, want ErrHandshake about the checksum", err)
-	}
+	assert.ErrorIs(t, err, pluginapi.ErrHandshake)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "checksum")
 }
 
 func TestPluginDoesNotSeeHostEnvironment(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "sk-secret")
-	env := minimalEnv()
-	for _, kv := range env {
-		if strings.Contains(kv, "sk-secret") {
-			t.Fatalf("minimal environment carries %q", kv)
-		}
+	for _, kv := range minimalEnv() {
+		assert.NotContains(t, kv, "sk-secret")
 	}
+}
+
+func TestCommandThatIsNotARegularFileIsRefused(t *testing.T) {
+	sum := sha256.Sum256(nil)
+	var err error
+	within(t, "Start of /dev/zero with a checksum", func() {
+		_, err = Start(context.Background(), Config{Command: "/dev/zero", Checksum: sum[:]})
+	})
+	assert.ErrorIs(t, err, pluginapi.ErrInvalidPlugin)
+}
+
+// A child that left the plugin's process group and holds its stderr
+// survives the plugin (it is trusted code's own doing), but closing the
+// plugin does not wait for it.
+func TestCloseDoesNotWaitForAChildThatEscaped(t *testing.T) {
+	p, err := Start(context.Background(), Config{Command: binary(t, "testplug")})
+	require.NoError(t, err)
+	resp, err := truncate(context.Background(), p, nil, "escape", []byte("x"), 10)
+	require.NoError(t, err)
+	child, err := strconv.Atoi(string(resp.Content))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = killProcess(child) })
+	within(t, "Close", p.Close)
 }

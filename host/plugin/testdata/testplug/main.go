@@ -8,12 +8,23 @@
 //	callhost  returns the host model's completion of the content
 //	exit      exits the process (process transport: a crash mid-call)
 //	noop      answers with the request's content, untouched
+//	fork      starts a child that sleeps for an hour; answers its PID
+//	escape    the same, in a session of its own holding the plugin's stderr
+//	logflood  logs MaxTokens lines through the host's log
+//	stderrflood  prints MaxTokens lines to stderr
+//	completeloop asks the host model MaxTokens times for 2e9 tokens;
+//	          answers how many completions it got
+//
+// Built with -X main.marker=FILE, it appends a line to FILE (relative to
+// its working directory) each time it starts.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags '-X main.hostile=yes' -o testplug.wasm .
 // or:    go build -ldflags '-X main.hostile=yes' -o testplug .
 package main
 
 import (
+	"os"
+
 	"github.com/compact-host/compact-host/host/plugin/testdata/testplug/plug"
 	"github.com/compact-host/compact-host/sdk"
 )
@@ -24,6 +35,15 @@ import (
 var (
 	name    = "testplug"
 	hostile = ""
+	marker  = ""
 )
 
-func main() { sdk.Serve(plug.New(name, hostile != "")) }
+func main() {
+	if marker != "" {
+		if f, err := os.OpenFile(marker, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			f.WriteString("started\n")
+			f.Close()
+		}
+	}
+	sdk.Serve(plug.New(name, hostile != ""))
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -20,7 +21,8 @@ import (
 func New(name string, hostile bool) *sdk.Plugin {
 	categories := []string{"generic"}
 	if hostile {
-		categories = append(categories, "noop", "spin", "panic", "hog", "callhost", "exit")
+		categories = append(categories, "noop", "spin", "panic", "hog", "callhost", "exit",
+			"fork", "escape", "logflood", "stderrflood", "completeloop")
 	}
 	return &sdk.Plugin{
 		Name:        name,
@@ -88,6 +90,42 @@ func (truncator) Truncate(ctx context.Context, host sdk.Host, req *abi.TruncateR
 		}
 	case "exit":
 		os.Exit(3)
+	case "fork", "escape":
+		start := forkSleeper
+		if req.Category == "escape" {
+			start = escapeSleeper
+		}
+		pid, err := start()
+		if err != nil {
+			return nil, err
+		}
+		return &abi.TruncateResponse{Content: []byte(strconv.Itoa(pid))}, nil
+	case "logflood":
+		// MaxTokens lines of 100 bytes through the log host import.
+		line := strings.Repeat("L", 100)
+		for range req.MaxTokens {
+			host.Log(slog.LevelInfo, line)
+		}
+		return &abi.TruncateResponse{Content: []byte("logged")}, nil
+	case "stderrflood":
+		// In writes of 100 lines: go-plugin carries each write as a
+		// message of its own.
+		chunk := strings.Repeat(strings.Repeat("E", 99)+"\n", 100)
+		for range req.MaxTokens / 100 {
+			os.Stderr.WriteString(chunk)
+		}
+		return &abi.TruncateResponse{Content: []byte("printed")}, nil
+	case "completeloop":
+		// Asks the host's model up to MaxTokens times for two billion
+		// tokens each, and answers how many were granted.
+		granted := 0
+		for range req.MaxTokens {
+			if _, err := host.Complete(ctx, &abi.CompleteRequest{MaxTokens: 2_000_000_000, Messages: []abi.Message{{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: "more"}}}}}); err != nil {
+				break
+			}
+			granted++
+		}
+		return &abi.TruncateResponse{Content: []byte(strconv.Itoa(granted))}, nil
 	case "callhost":
 		host.Log(slog.LevelInfo, "calling the host model")
 		resp, err := host.Complete(ctx, &abi.CompleteRequest{Messages: []abi.Message{{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: string(req.Content)}}}}})
