@@ -42,7 +42,7 @@ func TestParseErrors(t *testing.T) {
 		{"document field type", MiniSWEAgent, `{"messages":[{"role":5}]}`, 1,
 			`input:1: mini-swe-agent: messages.role: expected a string, got JSON number`},
 		{"content type", Anthropic, `{"messages":[{"role":"user","content":5}]}`, 0,
-			`input: anthropic: messages[0].content: value: expected an array, got JSON number`},
+			`input: anthropic: messages[0].content: expected a string or an array of blocks, got "5"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

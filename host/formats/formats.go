@@ -2,11 +2,14 @@ package formats
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -44,6 +47,35 @@ const (
 	SWEAgent = "swe-agent"
 )
 
+// names are the formats Read reads, in the order messages list them.
+var names = []string{Canonical, Anthropic, OpenAI, ClaudeCode, Codex, Copilot, MiniSWEAgent, SWEAgent}
+
+// Names returns the formats Read reads, for messages and flag help.
+func Names() []string { return append([]string(nil), names...) }
+
+// describeFormat names a format for a person.
+func describeFormat(f string) string {
+	switch f {
+	case Canonical:
+		return "a canonical session (JSONL messages or a compact-host session log)"
+	case Anthropic:
+		return "an Anthropic Messages request"
+	case OpenAI:
+		return "an OpenAI Chat Completions request"
+	case ClaudeCode:
+		return "a Claude Code session"
+	case Codex:
+		return "a Codex CLI rollout"
+	case Copilot:
+		return "a Copilot CLI events file"
+	case MiniSWEAgent:
+		return "a mini-swe-agent trajectory"
+	case SWEAgent:
+		return "a SWE-agent trajectory"
+	}
+	return strconv.Quote(f)
+}
+
 // Session is a conversation read from a file.
 type Session struct {
 	// Format is the format the session was read from.
@@ -63,6 +95,10 @@ type Session struct {
 	// LogCompactions are the compaction entries of a host session log read
 	// as Canonical, in order.
 	LogCompactions []LogCompaction
+	// Request is the request body an Anthropic or OpenAI session was read
+	// from, to write a compacted conversation back into with every field
+	// it does not change; nil for the other formats.
+	Request *Request
 }
 
 // AgentCompaction is one compaction an agent made itself: Claude Code's
@@ -109,21 +145,28 @@ const detectSize = 64 << 10
 // *ParseError that wraps ErrTornLine.
 func Read(r io.Reader, format string) (*Session, error) {
 	br := bufio.NewReaderSize(r, detectSize)
-	if format == "" {
-		head, err := br.Peek(detectSize)
-		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-			return nil, &ParseError{Offset: -1, Format: "detect", Reason: err.Error(), Err: err}
-		}
-		if format, err = Detect(head); err != nil {
-			return nil, err
+	if format != "" {
+		if _, ok := readers[format]; !ok {
+			return nil, fmt.Errorf("%w %q; supported formats: %s", ErrUnknownFormat, format, strings.Join(names, ", "))
 		}
 	}
-	read, ok := readers[format]
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownFormat, format)
+	head, err := br.Peek(detectSize)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, &ParseError{Offset: -1, Format: "detect", Reason: err.Error(), Err: err}
 	}
+	looks, derr := Detect(head)
+	switch {
+	case format == "":
+		if derr != nil {
+			return nil, derr
+		}
+		format = looks
+	case derr == nil && looks != format && !compatible(format, looks):
+		return nil, &MismatchError{Format: format, Looks: looks}
+	}
+	read := readers[format]
 	s := &Session{Format: format, Skipped: map[string]int{}, Repaired: map[string]int{}}
-	err := read(br, s)
+	err = read(br, s)
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) && errors.Is(err, ErrTornLine) {
@@ -131,7 +174,26 @@ func Read(r io.Reader, format string) (*Session, error) {
 		}
 		return nil, err
 	}
+	if derr != nil && len(s.Messages) == 0 && len(bytes.TrimSpace(head)) > 0 {
+		// Input that no format matches and the reader found nothing in
+		// is not a session of that format with no messages.
+		return nil, &MismatchError{Format: format, Reason: strings.TrimPrefix(firstClause(derr), ErrUnknownFormat.Error()+": ")}
+	}
 	return s, nil
+}
+
+// compatible reports whether input detected as looks may still be in
+// format: detection calls a request with nothing Anthropic-only in it
+// OpenAI, and a mini-swe-agent trajectory holds Chat Completions messages;
+// their readers tell.
+func compatible(format, looks string) bool {
+	switch format {
+	case Anthropic, MiniSWEAgent:
+		return looks == OpenAI
+	case OpenAI:
+		return looks == Anthropic
+	}
+	return false
 }
 
 // ReadFile reads the session in the file at path, detecting its format.
@@ -228,4 +290,10 @@ func finish(s *Session, msgs []abi.Message, idPrefix string) {
 		s.LogCompactions[i].At = marks[len(s.AgentCompactions)+i]
 	}
 	s.Messages = msgs
+}
+
+// firstClause is an error's message up to its first semicolon.
+func firstClause(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), ";")
+	return msg
 }

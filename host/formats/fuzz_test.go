@@ -50,6 +50,12 @@ func fuzzRead(f *testing.F, format string, seeds ...[]byte) {
 			}
 			return
 		}
+		if err != nil && format != "" && errors.Is(err, ErrFormatMismatch) {
+			if s != nil {
+				t.Fatalf("session returned with error %v", err)
+			}
+			return
+		}
 		if err != nil {
 			var pe *ParseError
 			if !errors.As(err, &pe) {

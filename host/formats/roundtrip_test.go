@@ -174,10 +174,27 @@ func projectAnthropic(msgs []abi.Message) []abi.Message {
 	if len(sys.Content) > 0 {
 		out = append(out, sys)
 	}
+	startsWithResult := func(m abi.Message) bool {
+		return m.Role == abi.RoleUser && len(m.Content) > 0 && m.Content[0].Type == abi.BlockToolResult
+	}
 	for _, m := range msgs[i:] {
 		p := plain(m)
 		if p.Role == abi.RoleSystem {
 			p.Role = abi.RoleUser
+		}
+		// The results of parallel calls travel in one user message,
+		// results first.
+		if n := len(out); n > 0 && startsWithResult(out[n-1]) && startsWithResult(p) {
+			var results, rest []abi.Block
+			for _, b := range append(out[n-1].Content, p.Content...) {
+				if b.Type == abi.BlockToolResult {
+					results = append(results, b)
+				} else {
+					rest = append(rest, b)
+				}
+			}
+			out[n-1].Content = append(results, rest...)
+			continue
 		}
 		out = append(out, p)
 	}
