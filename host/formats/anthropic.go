@@ -28,7 +28,7 @@ func readAnthropic(r *bufio.Reader, s *Session) error {
 	if err != nil {
 		return err
 	}
-	if err := refuseOther(Anthropic, doc.System == nil, len(doc.Messages), func(i int) json.RawMessage {
+	if err := refuseOther(Anthropic, find(req.topMs, "system") != nil, len(req.elems), func(i int) json.RawMessage {
 		return json.RawMessage(req.bytesOf(req.elems[i]))
 	}); err != nil {
 		return err
@@ -241,7 +241,8 @@ func (r *Request) writeAnthropic(msgs []abi.Message) ([]byte, error) {
 	sysSrc := r.sources[sysID]
 	switch {
 	case i == 0:
-		if find(r.topMs, "system") != nil {
+		// A system the reader found no text in (null, "") stays as it was.
+		if sysSrc != nil {
 			set["system"] = nil
 		}
 	case i == 1 && msgs[0].ID == sysID && sysSrc != nil && sameBlocks(msgs[0].Content, sysSrc.blocks):

@@ -174,24 +174,17 @@ func decideJSON(keys map[string]bool, typ, trajectoryFormat string, messages []j
 	case keys["role"] && keys["content"]:
 		return Canonical
 	case keys["messages"]:
+		if f := chatEvidence(messages); f != "" {
+			return f
+		}
 		if system {
 			return Anthropic
 		}
-		return chatFlavour(messages)
+		return OpenAI
 	case typ == "system" && keys["subtype"]:
 		return ClaudeCode
 	}
 	return ""
-}
-
-// chatFlavour tells an Anthropic request from an OpenAI one by its
-// messages. Plain text messages read the same either way; they are called
-// OpenAI.
-func chatFlavour(messages []json.RawMessage) string {
-	if f := chatEvidence(messages); f != "" {
-		return f
-	}
-	return OpenAI
 }
 
 // chatEvidence is the chat format that only one of the two could be, from
@@ -234,21 +227,16 @@ func chatEvidence(messages []json.RawMessage) string {
 
 // refuseOther refuses a request of the other chat format: the readers of
 // both accept any {"messages": [...]}, and a request read as the wrong one
-// loses its tool calls. noSystem is false when the request has a top-level
+// loses its tool calls. hasSystem is whether the request has a top-level
 // "system", which only Anthropic's has.
-func refuseOther(format string, noSystem bool, n int, message func(i int) json.RawMessage) error {
-	looks := ""
-	if !noSystem {
-		looks = Anthropic
+func refuseOther(format string, hasSystem bool, n int, message func(i int) json.RawMessage) error {
+	msgs := make([]json.RawMessage, n)
+	for i := range msgs {
+		msgs[i] = message(i)
 	}
-	if looks != format {
-		msgs := make([]json.RawMessage, n)
-		for i := range msgs {
-			msgs[i] = message(i)
-		}
-		if f := chatEvidence(msgs); f != "" {
-			looks = f
-		}
+	looks := chatEvidence(msgs)
+	if looks == "" && hasSystem {
+		looks = Anthropic
 	}
 	if looks == "" || looks == format {
 		return nil

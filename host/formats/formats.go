@@ -21,19 +21,22 @@ const (
 	// {"type":"message","message":{...}} and {"type":"compaction",...}.
 	Canonical = "canonical"
 	// Anthropic is a Messages API request: {"system":...,"messages":[...]}.
-	// Written, it loses message IDs, Usage, the Summary flag and the
-	// Pinned flag of non-system messages; the leading system messages
-	// become "system" (read back as one message) and a later system
-	// message becomes a user message. Thinking blocks are written without
-	// a signature.
+	// Read keeps the body in Session.Request, and Request.Write puts the
+	// messages back into it with every field and block it does not change.
+	// Written from messages alone (Write), it loses message IDs, Usage, the
+	// Summary flag and the Pinned flag of non-system messages; the leading
+	// system messages become "system" (read back as one message), a later
+	// system message becomes a user message, and thinking blocks have no
+	// signature.
 	Anthropic = "anthropic"
 	// OpenAI is a Chat Completions request: {"messages":[...]} with
 	// tool_calls and role "tool" messages; thinking travels as
-	// reasoning_content. Written, it loses message IDs, Usage, the Summary
-	// flag, the Pinned flag of non-system messages and is_error; tool
-	// results are written as "tool" messages before the rest of their user
-	// message (read back as two messages), and an assistant message's
-	// thinking, text and calls come back in that order.
+	// reasoning_content. Read keeps the body as for Anthropic. Written
+	// from messages alone, it loses message IDs, Usage, the Summary flag,
+	// the Pinned flag of non-system messages and is_error; tool results are
+	// written as "tool" messages before the rest of their user message
+	// (read back as two messages), and an assistant message's thinking,
+	// text and calls come back in that order.
 	OpenAI = "openai"
 	// ClaudeCode is a Claude Code session JSONL file.
 	ClaudeCode = "claude-code"
@@ -212,8 +215,9 @@ func ReadFile(path string) (*Session, error) {
 	return s, err
 }
 
-// Write writes msgs in format: Canonical, Anthropic or OpenAI. It does not
-// repair: messages that satisfy Validate read back valid and equal, within
+// Write writes msgs in format: Canonical, Anthropic or OpenAI, from the
+// messages alone; to write into the request a session was read from, use
+// Session.Request.Write. It does not repair: messages that satisfy Validate read back valid and equal, within
 // what the format can hold (Canonical holds everything; see Anthropic and
 // OpenAI for what they lose).
 func Write(w io.Writer, format string, msgs []abi.Message) error {

@@ -135,7 +135,7 @@ func readOpenAI(r *bufio.Reader, s *Session) error {
 	if err != nil {
 		return err
 	}
-	if err := refuseOther(OpenAI, find(req.topMs, "system") == nil, len(req.elems), func(i int) json.RawMessage {
+	if err := refuseOther(OpenAI, find(req.topMs, "system") != nil, len(req.elems), func(i int) json.RawMessage {
 		return json.RawMessage(req.bytesOf(req.elems[i]))
 	}); err != nil {
 		return err

@@ -2,7 +2,7 @@ package formats
 
 import (
 	"bytes"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -207,6 +207,9 @@ func ReplaceMessages(format string, body []byte, k int, msgs []abi.Message) ([]b
 	if format != Anthropic && format != OpenAI {
 		return nil, fmt.Errorf("%w %q for a request; want %s or %s", ErrUnknownFormat, format, Anthropic, OpenAI)
 	}
+	if !json.Valid(body) {
+		return nil, &ParseError{Offset: -1, Format: format, Reason: "the request is not valid JSON"}
+	}
 	r, err := parseRequest(format, body)
 	if err != nil {
 		return nil, err
@@ -328,5 +331,3 @@ func mergeResults(msgs []abi.Message, kept func(m *abi.Message) bool) []abi.Mess
 	}
 	return out
 }
-
-var errNoMessages = errors.New("no messages")

@@ -1,4 +1,4 @@
-package formats_test
+package fidelity_test
 
 import (
 	"bytes"
@@ -151,11 +151,11 @@ func TestWriteParallelResultsInOneMessage(t *testing.T) {
 }
 
 func TestExplicitFormatRefusesOtherInput(t *testing.T) {
-	openaiReq, err := os.ReadFile(filepath.Join("testdata", "openai.json"))
+	openaiReq, err := os.ReadFile(filepath.Join("..", "testdata", "openai.json"))
 	require.NoError(t, err)
-	anthropicReq, err := os.ReadFile(filepath.Join("testdata", "anthropic.json"))
+	anthropicReq, err := os.ReadFile(filepath.Join("..", "testdata", "anthropic.json"))
 	require.NoError(t, err)
-	codex, err := os.ReadFile(filepath.Join("testdata", "codex.jsonl"))
+	codex, err := os.ReadFile(filepath.Join("..", "testdata", "codex.jsonl"))
 	require.NoError(t, err)
 	oneLine := func(b []byte) []byte {
 		var buf bytes.Buffer

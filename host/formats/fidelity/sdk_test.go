@@ -1,4 +1,4 @@
-package formats_test
+package fidelity_test
 
 import (
 	"bytes"
