@@ -83,7 +83,7 @@ func (b *codexBuilder) item(it *codexItem, id string) error {
 	}
 	switch it.Type {
 	case "message":
-		blocks := oaParts(it.Content, b.skipped)
+		blocks := oaParts(it.Content, b.skipped, false)
 		switch it.Role {
 		case "assistant":
 			for _, blk := range blocks {
@@ -99,7 +99,7 @@ func (b *codexBuilder) item(it *codexItem, id string) error {
 			b.skipped["message/"+it.Role]++
 		}
 	case "reasoning":
-		text := append(oaParts(it.Summary, b.skipped), oaParts(it.Content, b.skipped)...)
+		text := append(oaParts(it.Summary, b.skipped, false), oaParts(it.Content, b.skipped, false)...)
 		if len(text) == 0 {
 			b.skipped["reasoning (encrypted)"]++
 			return nil
@@ -150,7 +150,7 @@ func codexOutput(raw json.RawMessage, skipped map[string]int) (string, error) {
 		if err := json.Unmarshal(raw, &parts); err != nil {
 			return "", err
 		}
-		return flatten(oaParts(parts, skipped)), nil
+		return flatten(oaParts(parts, skipped, false)), nil
 	case '{':
 		var o struct {
 			Output  *string `json:"output"`

@@ -63,26 +63,41 @@ func apiContent(raw json.RawMessage, skipped map[string]int) ([]abi.Block, error
 	}
 	out := make([]abi.Block, 0, len(blocks))
 	for _, b := range blocks {
-		switch b.Type {
-		case "text":
-			out = append(out, abi.Block{Type: abi.BlockText, Text: b.Text})
-		case "thinking":
-			out = append(out, abi.Block{Type: abi.BlockThinking, Text: b.Thinking})
-		case "tool_use":
-			out = append(out, abi.Block{Type: abi.BlockToolUse, ID: b.ID, Name: b.Name, Input: objectInput(b.Input)})
-		case "tool_result":
-			text, err := apiResultText(b.Content)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, abi.Block{Type: abi.BlockToolResult, ToolUseID: b.ToolUseID, Text: text, IsError: b.IsError})
-		case "image":
-			out = append(out, apiImage(b))
-		default:
-			skipped["block/"+b.Type]++
+		if c, ok, err := apiBlockOf(b, skipped, false); err != nil {
+			return nil, err
+		} else if ok {
+			out = append(out, c)
 		}
 	}
 	return out, nil
+}
+
+// apiBlockOf converts one Anthropic-style block. A block with no canonical
+// equivalent is counted in skipped as "block/<type>" and ok is false, unless
+// keep is set: then it becomes the placeholder text "[<type>]", so that a
+// request writer finds the original by its place and writes it back.
+func apiBlockOf(b apiBlock, skipped map[string]int, keep bool) (c abi.Block, ok bool, err error) {
+	switch b.Type {
+	case "text":
+		return abi.Block{Type: abi.BlockText, Text: b.Text}, true, nil
+	case "thinking":
+		return abi.Block{Type: abi.BlockThinking, Text: b.Thinking}, true, nil
+	case "tool_use":
+		return abi.Block{Type: abi.BlockToolUse, ID: b.ID, Name: b.Name, Input: objectInput(b.Input)}, true, nil
+	case "tool_result":
+		text, err := apiResultText(b.Content)
+		if err != nil {
+			return c, false, err
+		}
+		return abi.Block{Type: abi.BlockToolResult, ToolUseID: b.ToolUseID, Text: text, IsError: b.IsError}, true, nil
+	case "image":
+		return apiImage(b), true, nil
+	}
+	if keep {
+		return abi.Block{Type: abi.BlockText, Text: "[" + b.Type + "]"}, true, nil
+	}
+	skipped["block/"+b.Type]++
+	return c, false, nil
 }
 
 // apiResultText flattens the content of a tool_result to text. Images in a
@@ -221,8 +236,8 @@ func (p oaPart) imageURL() string {
 }
 
 // oaContent converts OpenAI-style content (a string, null, or an array of
-// parts) to blocks. Empty strings yield no block.
-func oaContent(raw json.RawMessage, skipped map[string]int) ([]abi.Block, error) {
+// parts) to blocks. Empty strings yield no block. keep is as for oaParts.
+func oaContent(raw json.RawMessage, skipped map[string]int, keep bool) ([]abi.Block, error) {
 	raw = bytes.TrimSpace(raw)
 	if blocks, done, err := plainContent(raw); done {
 		return blocks, err
@@ -231,10 +246,14 @@ func oaContent(raw json.RawMessage, skipped map[string]int) ([]abi.Block, error)
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, err
 	}
-	return oaParts(parts, skipped), nil
+	return oaParts(parts, skipped, keep), nil
 }
 
-func oaParts(parts []oaPart, skipped map[string]int) []abi.Block {
+// oaParts converts content parts. A part with no canonical equivalent is
+// counted in skipped as "part/<type>", unless keep is set: then it becomes
+// the placeholder text "[<type>]", one block per part, so that a request
+// writer finds the original by its place.
+func oaParts(parts []oaPart, skipped map[string]int, keep bool) []abi.Block {
 	out := make([]abi.Block, 0, len(parts))
 	for _, p := range parts {
 		switch p.Type {
@@ -245,7 +264,11 @@ func oaParts(parts []oaPart, skipped map[string]int) []abi.Block {
 		case "image_url", "input_image":
 			out = append(out, dataURLImage(p.imageURL()))
 		default:
-			skipped["part/"+p.Type]++
+			if keep {
+				out = append(out, abi.Block{Type: abi.BlockText, Text: "[" + p.Type + "]"})
+			} else {
+				skipped["part/"+p.Type]++
+			}
 		}
 	}
 	return out

@@ -3,9 +3,11 @@ package formats
 import (
 	"bytes"
 	"os"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -40,46 +42,33 @@ func TestCorpus(t *testing.T) {
 		t.Run(c.file, func(t *testing.T) {
 			path := corpusPath(t, c.file)
 			s, err := ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Format != c.format {
-				t.Errorf("format %q, want %q", s.Format, c.format)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, c.format, s.Format)
 			checkPairs(t, s.Messages)
 			st := countStats(s.Messages)
 			got := []int{len(s.Messages), st.calls, st.results, st.userTexts, st.assistants, s.Repaired[RepairMissingResult], st.maxResult, st.usage, len(s.AgentCompactions)}
 			want := []int{c.messages, c.calls, c.calls, c.userTexts, c.assistants, c.missing, c.maxResult, c.usage, c.compacted}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("messages, calls, results, user texts, assistants, missing, max result, usage, compactions =\n%v, want\n%v", got, want)
-			}
+			assert.Equal(t, want, got, "messages, calls, results, user texts, assistants, missing, max result, usage, compactions")
 			for _, k := range []string{RepairOrphanResult, RepairDuplicateCallID, RepairMisplacedBlock, RepairDuplicateMessageID} {
-				if s.Repaired[k] != 0 {
-					t.Errorf("Repaired[%s] = %d, want 0", k, s.Repaired[k])
-				}
+				assert.Zero(t, s.Repaired[k], "Repaired[%s]", k)
 			}
 			for i, m := range s.Messages {
-				if m.Role == abi.RoleSystem && !m.Pinned && (i == 0 || s.Messages[i-1].Role == abi.RoleSystem && s.Messages[i-1].Pinned) {
-					t.Errorf("leading system message %d is not pinned", i)
+				leading := i == 0 || s.Messages[i-1].Role == abi.RoleSystem && s.Messages[i-1].Pinned
+				if m.Role == abi.RoleSystem && leading {
+					assert.True(t, m.Pinned, "leading system message %d is not pinned", i)
 				}
 			}
 			// Reading is deterministic: same IDs, same everything.
 			again, err := ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(s, again) {
-				t.Error("two reads of the same file differ")
-			}
+			require.NoError(t, err)
+			assert.True(t, assert.ObjectsAreEqual(s, again), "two reads of the same file differ")
 			// Detection works on the head Read uses and on a short one.
 			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for _, n := range []int{detectSize, 4096} {
-				if f, err := Detect(data[:min(n, len(data))]); err != nil || f != c.format {
-					t.Errorf("Detect(first %d bytes) = %q, %v; want %q", n, f, err, c.format)
-				}
+				f, err := Detect(data[:min(n, len(data))])
+				assert.NoError(t, err, "Detect(first %d bytes)", n)
+				assert.Equal(t, c.format, f, "Detect(first %d bytes)", n)
 			}
 		})
 	}
@@ -87,63 +76,51 @@ func TestCorpus(t *testing.T) {
 
 func TestCorpusClaudeCodeCompaction(t *testing.T) {
 	s, err := ReadFile(corpusPath(t, "claude-code-swift-app.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NotEmpty(t, s.AgentCompactions)
 	c := s.AgentCompactions[0]
-	if !strings.HasPrefix(c.Summary, "This session is being continued from a previous conversation") || len(c.Summary) < 15000 || len(c.Summary) > 20000 {
-		t.Errorf("summary: %d bytes starting %q", len(c.Summary), c.Summary[:min(60, len(c.Summary))])
-	}
-	if c.Trigger != "auto" || c.PreTokens != 173411 || c.ID != "27671858-fcfc-416c-86a1-3b04a6e1129c" {
-		t.Errorf("compaction metadata: %+v", c)
-	}
+	assert.True(t, strings.HasPrefix(c.Summary, "This session is being continued from a previous conversation"), "summary starts %q", c.Summary[:min(60, len(c.Summary))])
+	assert.GreaterOrEqual(t, len(c.Summary), 15000)
+	assert.LessOrEqual(t, len(c.Summary), 20000)
+	assert.Equal(t, "auto", c.Trigger)
+	assert.Equal(t, 173411, c.PreTokens)
+	assert.Equal(t, "27671858-fcfc-416c-86a1-3b04a6e1129c", c.ID)
 	for _, m := range s.Messages {
-		if strings.Contains(textOf(m.Content, abi.BlockText), "This session is being continued") {
-			t.Errorf("the agent's summary is in Messages (%s)", m.ID)
-		}
+		assert.NotContains(t, textOf(m.Content, abi.BlockText), "This session is being continued", "the agent's summary is in Messages (%s)", m.ID)
 	}
 	// The call interrupted by the compaction gets its result before the
 	// boundary; the first kept message is the agent resuming.
 	before, kept := s.Messages[c.FirstKept-1], s.Messages[c.FirstKept]
-	if before.Content[0].Type != abi.BlockToolResult || before.Content[0].Text != MissingResultText || !before.Content[0].IsError {
-		t.Errorf("message before the boundary: %+v", before)
-	}
-	if kept.Role != abi.RoleAssistant || kept.ID != "0c4f2f2e-2d9f-4211-85a5-86de639ac423" {
-		t.Errorf("first kept message: %s %s", kept.Role, kept.ID)
-	}
+	assert.Equal(t, abi.Block{Type: abi.BlockToolResult, ToolUseID: before.Content[0].ToolUseID, Text: MissingResultText, IsError: true}, before.Content[0],
+		"message before the boundary")
+	assert.Equal(t, abi.RoleAssistant, kept.Role, "first kept message")
+	assert.Equal(t, "0c4f2f2e-2d9f-4211-85a5-86de639ac423", kept.ID, "first kept message")
 }
 
 func TestCorpusCodexCompactions(t *testing.T) {
 	s, err := ReadFile(corpusPath(t, "codex-typescript.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	prev := 0
 	for i, c := range s.AgentCompactions {
-		if c.FirstKept <= prev || c.FirstKept > len(s.Messages) {
-			t.Errorf("compaction %d: FirstKept %d after %d of %d", i, c.FirstKept, prev, len(s.Messages))
-		}
+		assert.Greater(t, c.FirstKept, prev, "compaction %d: FirstKept", i)
+		assert.LessOrEqual(t, c.FirstKept, len(s.Messages), "compaction %d: FirstKept", i)
 		prev = c.FirstKept
-		if len(c.Replacement) == 0 || c.Replacement[0].Role != abi.RoleUser ||
-			!strings.HasPrefix(c.Replacement[0].Content[0].Text, "create orphan dogfood branch") {
-			t.Errorf("compaction %d: replacement history %+v", i, c.Replacement)
+		if assert.NotEmpty(t, c.Replacement, "compaction %d: replacement history", i) {
+			assert.Equal(t, abi.RoleUser, c.Replacement[0].Role, "compaction %d", i)
+			assert.True(t, strings.HasPrefix(c.Replacement[0].Content[0].Text, "create orphan dogfood branch"), "compaction %d: replacement history %+v", i, c.Replacement[0])
 		}
-		if err := Validate(c.Replacement); err != nil {
-			t.Errorf("compaction %d: replacement: %v", i, err)
-		}
+		assert.NoError(t, Validate(c.Replacement), "compaction %d: replacement", i)
 	}
-	if s.Skipped["compaction (encrypted)"] != 2 {
-		t.Errorf("encrypted summaries skipped: %d, want 2", s.Skipped["compaction (encrypted)"])
-	}
+	assert.Equal(t, 2, s.Skipped["compaction (encrypted)"], "encrypted summaries skipped")
 	// The system prompt comes from session_meta.
-	if m := s.Messages[0]; m.Role != abi.RoleSystem || !m.Pinned || !strings.HasPrefix(m.Content[0].Text, "You are Codex") {
-		t.Errorf("first message: %s pinned=%v", m.Role, m.Pinned)
-	}
+	m := s.Messages[0]
+	assert.Equal(t, abi.RoleSystem, m.Role)
+	assert.True(t, m.Pinned)
+	assert.True(t, strings.HasPrefix(m.Content[0].Text, "You are Codex"), "first message %.60q", m.Content[0].Text)
 	// Usage: input excludes the cached part.
-	m := s.Messages[5]
-	if m.Usage == nil || *m.Usage != (abi.Usage{InputTokens: 19634 - 2432, CacheReadTokens: 2432, OutputTokens: 624}) {
-		t.Errorf("usage of the first response: %+v", m.Usage)
-	}
+	m = s.Messages[5]
+	require.NotNil(t, m.Usage)
+	assert.Equal(t, abi.Usage{InputTokens: 19634 - 2432, CacheReadTokens: 2432, OutputTokens: 624}, *m.Usage, "usage of the first response")
 }
 
 func TestCorpusSkipped(t *testing.T) {
@@ -157,13 +134,9 @@ func TestCorpusSkipped(t *testing.T) {
 	}
 	for _, c := range cases {
 		s, err := ReadFile(corpusPath(t, c.file))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for k, v := range c.want {
-			if s.Skipped[k] != v {
-				t.Errorf("%s: Skipped[%q] = %d, want %d", c.file, k, s.Skipped[k], v)
-			}
+			assert.Equal(t, v, s.Skipped[k], "%s: Skipped[%q]", c.file, k)
 		}
 	}
 }

@@ -17,10 +17,10 @@ func Detect(head []byte) (string, error) {
 	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
 	rest := bytes.TrimLeft(head, " \t\r\n")
 	if len(rest) == 0 {
-		return "", fmt.Errorf("%w: empty input", ErrUnknownFormat)
+		return "", unknownFormat("empty input")
 	}
 	if rest[0] != '{' {
-		return "", fmt.Errorf("%w: expected a JSON object, got %s", ErrUnknownFormat, snippet(rest))
+		return "", unknownFormat("expected JSON, got " + snippet(rest))
 	}
 	// A whole-document format is one object, usually over many lines; a
 	// JSONL format is one object per line. Look at the first object's keys;
@@ -38,7 +38,33 @@ func Detect(head []byte) (string, error) {
 			break
 		}
 	}
-	return "", fmt.Errorf("%w: no known records at the start", ErrUnknownFormat)
+	return "", unknownFormat(noneReason(head))
+}
+
+// noneReason says what input that matches no format holds: the keys of its
+// first object.
+func noneReason(head []byte) string {
+	rest := bytes.TrimLeft(head, " \t\r\n")
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "no known records at the start"
+	}
+	var keys []string
+	for dec.More() && len(keys) < 8 {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		keys = append(keys, fmt.Sprintf("%q", tok))
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			break
+		}
+	}
+	if len(keys) == 0 {
+		return "an empty JSON object"
+	}
+	return "a JSON object with keys " + strings.Join(keys, ", ") + " that no supported format has"
 }
 
 // detectObject scans the top-level keys of the JSON object starting data,
@@ -148,20 +174,22 @@ func decideJSON(keys map[string]bool, typ, trajectoryFormat string, messages []j
 	case keys["role"] && keys["content"]:
 		return Canonical
 	case keys["messages"]:
+		if f := chatEvidence(messages); f != "" {
+			return f
+		}
 		if system {
 			return Anthropic
 		}
-		return chatFlavour(messages)
+		return OpenAI
 	case typ == "system" && keys["subtype"]:
 		return ClaudeCode
 	}
 	return ""
 }
 
-// chatFlavour tells an Anthropic request from an OpenAI one by its
-// messages. Plain text messages read the same either way; they are called
-// OpenAI.
-func chatFlavour(messages []json.RawMessage) string {
+// chatEvidence is the chat format that only one of the two could be, from
+// the first message that tells, or "" when none does.
+func chatEvidence(messages []json.RawMessage) string {
 	for _, raw := range messages {
 		var m struct {
 			Role       string          `json:"role"`
@@ -176,7 +204,7 @@ func chatFlavour(messages []json.RawMessage) string {
 		case "system", "developer", "tool", "function":
 			return OpenAI
 		}
-		if len(m.ToolCalls) > 0 || m.ToolCallID != "" {
+		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" || m.ToolCallID != "" {
 			return OpenAI
 		}
 		var parts []struct {
@@ -194,5 +222,24 @@ func chatFlavour(messages []json.RawMessage) string {
 			}
 		}
 	}
-	return OpenAI
+	return ""
+}
+
+// refuseOther refuses a request of the other chat format: the readers of
+// both accept any {"messages": [...]}, and a request read as the wrong one
+// loses its tool calls. hasSystem is whether the request has a top-level
+// "system", which only Anthropic's has.
+func refuseOther(format string, hasSystem bool, n int, message func(i int) json.RawMessage) error {
+	msgs := make([]json.RawMessage, n)
+	for i := range msgs {
+		msgs[i] = message(i)
+	}
+	looks := chatEvidence(msgs)
+	if looks == "" && hasSystem {
+		looks = Anthropic
+	}
+	if looks == "" || looks == format {
+		return nil
+	}
+	return &MismatchError{Format: format, Looks: looks}
 }

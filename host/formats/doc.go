@@ -18,6 +18,18 @@
 // [Session.Repaired]; records that carry no conversation content are counted
 // in [Session.Skipped].
 //
+// Anthropic and OpenAI requests are kept whole: [Session.Request] holds the
+// body as read, and [Request.Write] writes a compacted conversation back
+// into it, keeping the bytes of every field, message and block the
+// compaction did not change. [ReplaceMessages] does the same for a proxy
+// that replaces the first messages of a request body. Blocks with no
+// canonical form (redacted_thinking, document, audio) are read from requests
+// as placeholder text so that they come back in their place.
+//
+// Given a format, Read refuses input that is plainly another one with a
+// [*MismatchError]; input no format matches is [ErrUnknownFormat], whose
+// message lists [Names].
+//
 // An agent's own compactions (Claude Code compact_boundary, Codex compacted)
 // are reported in [Session.AgentCompactions]; the agent's summary is not part
 // of [Session.Messages], which hold the original history.

@@ -16,6 +16,37 @@ import (
 // know.
 var ErrUnknownFormat = errors.New("formats: unknown format")
 
+// ErrFormatMismatch is returned (as a *MismatchError) by Read when the
+// input is not in the format it was asked to read.
+var ErrFormatMismatch = errors.New("formats: input not in the format named")
+
+// MismatchError is input given to Read with a format it is not in.
+type MismatchError struct {
+	// Format is the format Read was asked to read.
+	Format string
+	// Looks is the format the input looks like, "" when none.
+	Looks string
+	// Reason says why it looks like none, when Looks is "".
+	Reason string
+}
+
+func (e *MismatchError) Error() string {
+	if e.Looks != "" {
+		return fmt.Sprintf("formats: the input is not %s but looks like %s; name --format %s, or leave --format out to detect it",
+			describeFormat(e.Format), describeFormat(e.Looks), e.Looks)
+	}
+	return fmt.Sprintf("formats: the input is not %s (%s) nor any other supported format; supported formats: %s",
+		describeFormat(e.Format), e.Reason, strings.Join(Names(), ", "))
+}
+
+func (e *MismatchError) Unwrap() error { return ErrFormatMismatch }
+
+// unknownFormat is the error for input no format matches.
+func unknownFormat(reason string) error {
+	return fmt.Errorf("%w: %s; supported formats: %s (name one with --format if the input is one of them)",
+		ErrUnknownFormat, reason, strings.Join(Names(), ", "))
+}
+
 // ErrTornLine marks an incomplete last line of a JSONL file, as left by an
 // agent killed while writing. Read returns it (inside a *ParseError) together
 // with the session read up to that line.

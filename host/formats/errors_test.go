@@ -2,11 +2,13 @@ package formats
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -42,21 +44,18 @@ func TestParseErrors(t *testing.T) {
 		{"document field type", MiniSWEAgent, `{"messages":[{"role":5}]}`, 1,
 			`input:1: mini-swe-agent: messages.role: expected a string, got JSON number`},
 		{"content type", Anthropic, `{"messages":[{"role":"user","content":5}]}`, 0,
-			`input: anthropic: messages[0].content: value: expected an array, got JSON number`},
+			`input: anthropic: messages[0].content: expected a string or an array of blocks, got "5"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := Read(strings.NewReader(c.input), c.format)
 			var pe *ParseError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Read = %v, %v; want a *ParseError", s, err)
-			}
-			if s != nil || errors.Is(err, ErrTornLine) {
-				t.Errorf("a malformed file returned a session or a torn-line error: %v", err)
-			}
-			if pe.Line != c.line || pe.Format != c.format || err.Error() != c.msg {
-				t.Errorf("error %q (line %d, format %s)\nwant  %q (line %d)", err, pe.Line, pe.Format, c.msg, c.line)
-			}
+			require.ErrorAs(t, err, &pe)
+			assert.Nil(t, s, "a malformed file returned a session")
+			assert.NotErrorIs(t, err, ErrTornLine)
+			assert.Equal(t, c.msg, err.Error())
+			assert.Equal(t, c.line, pe.Line)
+			assert.Equal(t, c.format, pe.Format)
 		})
 	}
 }
@@ -64,43 +63,33 @@ func TestParseErrors(t *testing.T) {
 func TestReadFileNamesTheFile(t *testing.T) {
 	lines := strings.Repeat("{\"type\":\"event_msg\",\"payload\":{\"type\":\"task_started\"}}\n", 16)
 	path := filepath.Join(t.TempDir(), "session.jsonl")
-	if err := os.WriteFile(path, []byte(lines+"\"oops\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(lines+"\"oops\"\n"), 0o600))
 	_, err := ReadFile(path)
-	want := path + `:17: codex: expected a JSON object, got "\"oops\""`
-	if err == nil || err.Error() != want {
-		t.Errorf("ReadFile error %v\nwant %s", err, want)
-	}
+	require.Error(t, err)
+	assert.Equal(t, path+`:17: codex: expected a JSON object, got "\"oops\""`, err.Error())
 }
 
 func TestTornLastLine(t *testing.T) {
 	data := fixture(t, "claude-code.jsonl")
 	torn := append(bytes.Clone(data), `{"parentUuid":"a6","isSidechain":false,"type":"user","message":{"role":"user","content":"and now the ot`...)
 	s, err := Read(bytes.NewReader(torn), "")
-	if !errors.Is(err, ErrTornLine) {
-		t.Fatalf("err = %v, want ErrTornLine", err)
-	}
+	require.ErrorIs(t, err, ErrTornLine)
 	var pe *ParseError
-	if !errors.As(err, &pe) || pe.Line != 17 {
-		t.Errorf("torn line reported at %+v, want line 17", pe)
-	}
-	whole, err2 := Read(bytes.NewReader(data), "")
-	if err2 != nil || s == nil {
-		t.Fatalf("session %v, error %v", s, err2)
-	}
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 17, pe.Line, "the torn line")
+	whole, err := Read(bytes.NewReader(data), "")
+	require.NoError(t, err)
+	require.NotNil(t, s)
 	diffLines(t, describeAll(s.Messages), describeAll(whole.Messages))
 	checkPairs(t, s.Messages)
 
 	// The same cut followed by a newline is not a torn tail but a bad line.
 	_, err = Read(bytes.NewReader(append(torn, '\n')), "")
-	if err == nil || errors.Is(err, ErrTornLine) {
-		t.Errorf("terminated bad last line: err = %v, want a plain parse error", err)
-	}
+	require.Error(t, err, "a terminated bad last line")
+	assert.NotErrorIs(t, err, ErrTornLine, "a terminated bad last line")
 	// A complete last line without a newline is fine.
-	if _, err := Read(bytes.NewReader(bytes.TrimRight(data, "\n")), ""); err != nil {
-		t.Errorf("unterminated complete last line: %v", err)
-	}
+	_, err = Read(bytes.NewReader(bytes.TrimRight(data, "\n")), "")
+	assert.NoError(t, err, "an unterminated complete last line")
 }
 
 func TestLongLines(t *testing.T) {
@@ -108,12 +97,9 @@ func TestLongLines(t *testing.T) {
 	input := `{"type":"response_item","payload":{"type":"function_call","name":"cat","arguments":"{}","call_id":"c1"}}` + "\n" +
 		`{"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"` + big + `"}}` + "\r\n"
 	s, err := Read(strings.NewReader(input), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := s.Messages[1].Content[0].Text; got != big {
-		t.Errorf("3 MiB result read back as %d bytes", len(got))
-	}
+	require.NoError(t, err)
+	require.Len(t, s.Messages, 2)
+	assert.True(t, s.Messages[1].Content[0].Text == big, "3 MiB result read back as %d bytes", len(s.Messages[1].Content[0].Text))
 
 	if testing.Short() {
 		t.Skip("skipping the 64 MiB line in -short mode")
@@ -121,19 +107,15 @@ func TestLongLines(t *testing.T) {
 	huge := `{"type":"progress","data":"` + strings.Repeat("x", maxLineSize) + `"}`
 	_, err = Read(strings.NewReader(huge), ClaudeCode)
 	var pe *ParseError
-	if !errors.As(err, &pe) || pe.Line != 1 || !strings.Contains(pe.Reason, "longer than 64 MiB") {
-		t.Errorf("oversized line: %v", err)
-	}
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 1, pe.Line)
+	assert.Contains(t, pe.Reason, "longer than 64 MiB")
 }
 
 func TestUnknownFormat(t *testing.T) {
-	if _, err := Read(strings.NewReader("{}"), "yaml"); !errors.Is(err, ErrUnknownFormat) {
-		t.Errorf("Read with an unknown format: %v", err)
-	}
-	if _, err := Read(strings.NewReader(""), ""); !errors.Is(err, ErrUnknownFormat) {
-		t.Errorf("Read of empty input: %v", err)
-	}
-	if err := Write(&bytes.Buffer{}, Codex, nil); !errors.Is(err, ErrUnknownFormat) {
-		t.Errorf("Write codex: %v", err)
-	}
+	_, err := Read(strings.NewReader("{}"), "yaml")
+	assert.ErrorIs(t, err, ErrUnknownFormat, "Read with an unknown format")
+	_, err = Read(strings.NewReader(""), "")
+	assert.ErrorIs(t, err, ErrUnknownFormat, "Read of empty input")
+	assert.ErrorIs(t, Write(&bytes.Buffer{}, Codex, nil), ErrUnknownFormat, "Write codex")
 }

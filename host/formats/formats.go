@@ -2,11 +2,14 @@ package formats
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -18,19 +21,22 @@ const (
 	// {"type":"message","message":{...}} and {"type":"compaction",...}.
 	Canonical = "canonical"
 	// Anthropic is a Messages API request: {"system":...,"messages":[...]}.
-	// Written, it loses message IDs, Usage, the Summary flag and the
-	// Pinned flag of non-system messages; the leading system messages
-	// become "system" (read back as one message) and a later system
-	// message becomes a user message. Thinking blocks are written without
-	// a signature.
+	// Read keeps the body in Session.Request, and Request.Write puts the
+	// messages back into it with every field and block it does not change.
+	// Written from messages alone (Write), it loses message IDs, Usage, the
+	// Summary flag and the Pinned flag of non-system messages; the leading
+	// system messages become "system" (read back as one message), a later
+	// system message becomes a user message, and thinking blocks have no
+	// signature.
 	Anthropic = "anthropic"
 	// OpenAI is a Chat Completions request: {"messages":[...]} with
 	// tool_calls and role "tool" messages; thinking travels as
-	// reasoning_content. Written, it loses message IDs, Usage, the Summary
-	// flag, the Pinned flag of non-system messages and is_error; tool
-	// results are written as "tool" messages before the rest of their user
-	// message (read back as two messages), and an assistant message's
-	// thinking, text and calls come back in that order.
+	// reasoning_content. Read keeps the body as for Anthropic. Written
+	// from messages alone, it loses message IDs, Usage, the Summary flag,
+	// the Pinned flag of non-system messages and is_error; tool results are
+	// written as "tool" messages before the rest of their user message
+	// (read back as two messages), and an assistant message's thinking,
+	// text and calls come back in that order.
 	OpenAI = "openai"
 	// ClaudeCode is a Claude Code session JSONL file.
 	ClaudeCode = "claude-code"
@@ -43,6 +49,35 @@ const (
 	// SWEAgent is a SWE-agent trajectory (.traj).
 	SWEAgent = "swe-agent"
 )
+
+// names are the formats Read reads, in the order messages list them.
+var names = []string{Canonical, Anthropic, OpenAI, ClaudeCode, Codex, Copilot, MiniSWEAgent, SWEAgent}
+
+// Names returns the formats Read reads, for messages and flag help.
+func Names() []string { return append([]string(nil), names...) }
+
+// describeFormat names a format for a person.
+func describeFormat(f string) string {
+	switch f {
+	case Canonical:
+		return "a canonical session (JSONL messages or a compact-host session log)"
+	case Anthropic:
+		return "an Anthropic Messages request"
+	case OpenAI:
+		return "an OpenAI Chat Completions request"
+	case ClaudeCode:
+		return "a Claude Code session"
+	case Codex:
+		return "a Codex CLI rollout"
+	case Copilot:
+		return "a Copilot CLI events file"
+	case MiniSWEAgent:
+		return "a mini-swe-agent trajectory"
+	case SWEAgent:
+		return "a SWE-agent trajectory"
+	}
+	return strconv.Quote(f)
+}
 
 // Session is a conversation read from a file.
 type Session struct {
@@ -63,6 +98,10 @@ type Session struct {
 	// LogCompactions are the compaction entries of a host session log read
 	// as Canonical, in order.
 	LogCompactions []LogCompaction
+	// Request is the request body an Anthropic or OpenAI session was read
+	// from, to write a compacted conversation back into with every field
+	// it does not change; nil for the other formats.
+	Request *Request
 }
 
 // AgentCompaction is one compaction an agent made itself: Claude Code's
@@ -109,21 +148,28 @@ const detectSize = 64 << 10
 // *ParseError that wraps ErrTornLine.
 func Read(r io.Reader, format string) (*Session, error) {
 	br := bufio.NewReaderSize(r, detectSize)
-	if format == "" {
-		head, err := br.Peek(detectSize)
-		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-			return nil, &ParseError{Offset: -1, Format: "detect", Reason: err.Error(), Err: err}
-		}
-		if format, err = Detect(head); err != nil {
-			return nil, err
+	if format != "" {
+		if _, ok := readers[format]; !ok {
+			return nil, fmt.Errorf("%w %q; supported formats: %s", ErrUnknownFormat, format, strings.Join(names, ", "))
 		}
 	}
-	read, ok := readers[format]
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownFormat, format)
+	head, err := br.Peek(detectSize)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, &ParseError{Offset: -1, Format: "detect", Reason: err.Error(), Err: err}
 	}
+	looks, derr := Detect(head)
+	switch {
+	case format == "":
+		if derr != nil {
+			return nil, derr
+		}
+		format = looks
+	case derr == nil && looks != format && !compatible(format, looks):
+		return nil, &MismatchError{Format: format, Looks: looks}
+	}
+	read := readers[format]
 	s := &Session{Format: format, Skipped: map[string]int{}, Repaired: map[string]int{}}
-	err := read(br, s)
+	err = read(br, s)
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) && errors.Is(err, ErrTornLine) {
@@ -131,7 +177,26 @@ func Read(r io.Reader, format string) (*Session, error) {
 		}
 		return nil, err
 	}
+	if derr != nil && len(s.Messages) == 0 && len(bytes.TrimSpace(head)) > 0 {
+		// Input that no format matches and the reader found nothing in
+		// is not a session of that format with no messages.
+		return nil, &MismatchError{Format: format, Reason: strings.TrimPrefix(firstClause(derr), ErrUnknownFormat.Error()+": ")}
+	}
 	return s, nil
+}
+
+// compatible reports whether input detected as looks may still be in
+// format: detection calls a request with nothing Anthropic-only in it
+// OpenAI, and a mini-swe-agent trajectory holds Chat Completions messages;
+// their readers tell.
+func compatible(format, looks string) bool {
+	switch format {
+	case Anthropic, MiniSWEAgent:
+		return looks == OpenAI
+	case OpenAI:
+		return looks == Anthropic
+	}
+	return false
 }
 
 // ReadFile reads the session in the file at path, detecting its format.
@@ -150,8 +215,9 @@ func ReadFile(path string) (*Session, error) {
 	return s, err
 }
 
-// Write writes msgs in format: Canonical, Anthropic or OpenAI. It does not
-// repair: messages that satisfy Validate read back valid and equal, within
+// Write writes msgs in format: Canonical, Anthropic or OpenAI, from the
+// messages alone; to write into the request a session was read from, use
+// Session.Request.Write. It does not repair: messages that satisfy Validate read back valid and equal, within
 // what the format can hold (Canonical holds everything; see Anthropic and
 // OpenAI for what they lose).
 func Write(w io.Writer, format string, msgs []abi.Message) error {
@@ -228,4 +294,10 @@ func finish(s *Session, msgs []abi.Message, idPrefix string) {
 		s.LogCompactions[i].At = marks[len(s.AgentCompactions)+i]
 	}
 	s.Messages = msgs
+}
+
+// firstClause is an error's message up to its first semicolon.
+func firstClause(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), ";")
+	return msg
 }

@@ -2,11 +2,12 @@ package formats
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -49,11 +50,11 @@ func describeAll(msgs []abi.Message) []string {
 	return out
 }
 
+// diffLines compares message descriptions one by one, so a failure names
+// the messages that differ rather than printing two whole sessions.
 func diffLines(t *testing.T, got, want []string) {
 	t.Helper()
-	if reflect.DeepEqual(got, want) {
-		return
-	}
+	assert.Len(t, got, len(want), "messages")
 	for i := 0; i < max(len(got), len(want)); i++ {
 		var g, w string
 		if i < len(got) {
@@ -62,9 +63,7 @@ func diffLines(t *testing.T, got, want []string) {
 		if i < len(want) {
 			w = want[i]
 		}
-		if g != w {
-			t.Errorf("message %d:\n got  %s\n want %s", i, g, w)
-		}
+		assert.Equal(t, w, g, "message %d", i)
 	}
 }
 
@@ -224,60 +223,41 @@ func TestReadFixtures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			data := fixture(t, c.file)
-			if f, err := Detect(data); err != nil || f != c.format {
-				t.Errorf("Detect = %q, %v; want %q", f, err, c.format)
-			}
+			f, err := Detect(data)
+			assert.NoError(t, err)
+			assert.Equal(t, c.format, f, "Detect")
 			s, err := Read(bytes.NewReader(data), "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Format != c.format {
-				t.Errorf("Format = %q", s.Format)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, c.format, s.Format)
 			diffLines(t, describeAll(s.Messages), c.want)
 			checkPairs(t, s.Messages)
-			if !reflect.DeepEqual(s.Skipped, c.skipped) {
-				t.Errorf("Skipped = %v, want %v", s.Skipped, c.skipped)
-			}
-			if !reflect.DeepEqual(s.Repaired, c.repaired) {
-				t.Errorf("Repaired = %v, want %v", s.Repaired, c.repaired)
-			}
+			assert.Equal(t, c.skipped, s.Skipped, "Skipped")
+			assert.Equal(t, c.repaired, s.Repaired, "Repaired")
 		})
 	}
 }
 
 func TestReadFixtureCompactions(t *testing.T) {
 	s, err := Read(bytes.NewReader(fixture(t, "claude-code.jsonl")), ClaudeCode)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []AgentCompaction{{ID: "cb1", Summary: "This session is being continued from a previous conversation. Summary: fixing Add in calc.go.",
 		FirstKept: 6, Trigger: "auto", PreTokens: 150000}}
-	if !reflect.DeepEqual(s.AgentCompactions, want) {
-		t.Errorf("claude-code compactions = %+v", s.AgentCompactions)
-	}
+	assert.Equal(t, want, s.AgentCompactions, "claude-code compactions")
 
 	s, err = Read(bytes.NewReader(fixture(t, "codex.jsonl")), Codex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.AgentCompactions) != 1 {
-		t.Fatalf("codex compactions = %+v", s.AgentCompactions)
-	}
+	require.NoError(t, err)
+	require.Len(t, s.AgentCompactions, 1, "codex compactions")
 	c := s.AgentCompactions[0]
-	if c.ID != "codex-16" || c.FirstKept != 6 || c.Summary != "" {
-		t.Errorf("codex compaction = %+v", c)
-	}
+	assert.Equal(t, "codex-16", c.ID)
+	assert.Equal(t, 6, c.FirstKept)
+	assert.Empty(t, c.Summary, "Codex encrypts its summary")
 	diffLines(t, describeAll(c.Replacement), []string{`user codex-16-r0: text("list the files and add a README")`})
 
 	s, err = Read(bytes.NewReader(fixture(t, "canonical.jsonl")), Canonical)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.LogCompactions) != 1 || s.LogCompactions[0].At != 4 ||
-		string(s.LogCompactions[0].Entry) != `{"type":"compaction","id":"c1","first_kept":"m5","summary":"Ran make."}` {
-		t.Errorf("log compactions = %+v", s.LogCompactions)
-	}
+	require.NoError(t, err)
+	require.Len(t, s.LogCompactions, 1)
+	assert.Equal(t, 4, s.LogCompactions[0].At)
+	assert.Equal(t, `{"type":"compaction","id":"c1","first_kept":"m5","summary":"Ran make."}`, string(s.LogCompactions[0].Entry))
 }
 
 func TestDetect(t *testing.T) {
@@ -304,13 +284,11 @@ func TestDetect(t *testing.T) {
 	}
 	for _, c := range cases {
 		got, err := Detect([]byte(c.head))
-		if err != nil || got != c.want {
-			t.Errorf("Detect(%.60q) = %q, %v; want %q", c.head, got, err, c.want)
-		}
+		assert.NoError(t, err, "Detect(%.60q)", c.head)
+		assert.Equal(t, c.want, got, "Detect(%.60q)", c.head)
 	}
 	for _, head := range []string{"", "   ", "hello", "[1,2]", `{"a":1}`, "{\"x\":1}\n{\"y\":2}\n"} {
-		if got, err := Detect([]byte(head)); !errors.Is(err, ErrUnknownFormat) {
-			t.Errorf("Detect(%q) = %q, %v; want ErrUnknownFormat", head, got, err)
-		}
+		got, err := Detect([]byte(head))
+		assert.ErrorIs(t, err, ErrUnknownFormat, "Detect(%q) = %q", head, got)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // seedCorpusHead adds the first lines of a corpus file, when present, as a
@@ -44,55 +46,64 @@ func fuzzRead(f *testing.F, format string, seeds ...[]byte) {
 	f.Add([]byte("{}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Read(bytes.NewReader(data), format)
-		if err != nil && format == "" && errors.Is(err, ErrUnknownFormat) {
-			if s != nil {
-				t.Fatalf("session returned with error %v", err)
-			}
+		if err != nil && (format == "" && errors.Is(err, ErrUnknownFormat) || format != "" && errors.Is(err, ErrFormatMismatch)) {
+			require.Nil(t, s, "session returned with error %v", err)
 			return
 		}
 		if err != nil {
 			var pe *ParseError
-			if !errors.As(err, &pe) {
-				t.Fatalf("error is not a *ParseError: %v", err)
-			}
+			require.ErrorAs(t, err, &pe, "the error is not a *ParseError")
 			if !errors.Is(err, ErrTornLine) {
-				if s != nil {
-					t.Fatalf("session returned with error %v", err)
-				}
+				require.Nil(t, s, "session returned with error %v", err)
 				return
 			}
-			if s == nil {
-				t.Fatalf("torn line without the session read before it: %v", err)
-			}
+			require.NotNil(t, s, "torn line without the session read before it: %v", err)
 		}
-		if err := Validate(s.Messages); err != nil {
-			t.Fatalf("invalid session: %v", err)
-		}
+		require.NoError(t, Validate(s.Messages), "invalid session")
 		for _, c := range s.AgentCompactions {
-			if c.FirstKept < 0 || c.FirstKept > len(s.Messages) {
-				t.Fatalf("FirstKept %d out of range [0, %d]", c.FirstKept, len(s.Messages))
-			}
-			if err := Validate(c.Replacement); err != nil {
-				t.Fatalf("invalid replacement history: %v", err)
-			}
+			require.GreaterOrEqual(t, c.FirstKept, 0)
+			require.LessOrEqual(t, c.FirstKept, len(s.Messages))
+			require.NoError(t, Validate(c.Replacement), "invalid replacement history")
 		}
 		for _, c := range s.LogCompactions {
-			if c.At < 0 || c.At > len(s.Messages) {
-				t.Fatalf("log compaction at %d out of range [0, %d]", c.At, len(s.Messages))
-			}
+			require.GreaterOrEqual(t, c.At, 0)
+			require.LessOrEqual(t, c.At, len(s.Messages))
 		}
 		var buf bytes.Buffer
-		if err := Write(&buf, Canonical, s.Messages); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, Write(&buf, Canonical, s.Messages))
 		back, err := Read(&buf, Canonical)
-		if err != nil {
-			t.Fatalf("canonical copy does not read back: %v", err)
+		require.NoError(t, err, "canonical copy does not read back")
+		if len(s.Messages) > 0 {
+			require.True(t, reflect.DeepEqual(back.Messages, s.Messages), "canonical copy differs:\n%v\n%v", describeAll(back.Messages), describeAll(s.Messages))
 		}
-		if len(s.Messages) > 0 && !reflect.DeepEqual(back.Messages, s.Messages) {
-			t.Fatalf("canonical copy differs:\n%v\n%v", describeAll(back.Messages), describeAll(s.Messages))
+		if s.Request != nil {
+			checkRequest(t, data, s)
 		}
 	})
+}
+
+// checkRequest writes a request back with the messages read from it: the
+// messages read back the same, and a request the reader took as it was
+// (nothing skipped, dropped or repaired) is the same bytes.
+func checkRequest(t *testing.T, data []byte, s *Session) {
+	var buf bytes.Buffer
+	require.NoError(t, s.Request.Write(&buf, s.Messages), "request does not write back")
+	asRead := len(s.Skipped) == 0 && len(s.Messages) == len(s.Request.sources)
+	for i := range s.Messages {
+		m := &s.Messages[i]
+		_, ok := s.Request.unchanged(m)
+		if src := s.Request.sources[m.ID]; m.ID == Anthropic+"-system" && src != nil {
+			ok = sameBlocks(m.Content, src.blocks)
+		}
+		asRead = asRead && ok
+	}
+	if asRead {
+		require.Equal(t, string(data), buf.String(), "request taken as it was written back changed")
+	}
+	back, err := Read(bytes.NewReader(buf.Bytes()), s.Format)
+	require.NoError(t, err, "request written back does not read:\n%s", buf.Bytes())
+	require.True(t, reflect.DeepEqual(stripIDs(back.Messages), stripIDs(s.Messages)),
+		"request written back reads differently:\n%v\n%v", describeAll(back.Messages), describeAll(s.Messages))
 }
 
 func FuzzReadCanonical(f *testing.F) {

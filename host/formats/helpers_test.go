@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 )
 
@@ -91,26 +94,19 @@ func checkPairs(t *testing.T, msgs []abi.Message) {
 		}
 	}
 	for id, n := range calls {
-		if n != 1 || results[id] != 1 {
-			t.Errorf("tool call %s: %d calls, %d results", id, n, results[id])
-		}
+		assert.Equal(t, 1, n, "calls with ID %s", id)
+		assert.Equal(t, 1, results[id], "results of call %s", id)
 	}
 	for id := range results {
-		if calls[id] == 0 {
-			t.Errorf("tool result %s has no call", id)
-		}
+		assert.NotZero(t, calls[id], "tool result %s has no call", id)
 	}
-	if err := Validate(msgs); err != nil {
-		t.Errorf("Validate: %v", err)
-	}
+	assert.NoError(t, Validate(msgs))
 }
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return data
 }
 

@@ -3,9 +3,11 @@ package formats
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -28,50 +30,33 @@ func conversation() []abi.Message {
 func roundTrip(t *testing.T, format string, msgs []abi.Message) *Session {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := Write(&buf, format, msgs); err != nil {
-		t.Fatalf("Write %s: %v", format, err)
-	}
-	if f, err := Detect(buf.Bytes()); err != nil || f != format {
-		t.Errorf("Detect(written %s) = %q, %v", format, f, err)
-	}
+	require.NoError(t, Write(&buf, format, msgs), "Write %s", format)
+	f, err := Detect(buf.Bytes())
+	assert.NoError(t, err, "Detect(written %s)", format)
+	assert.Equal(t, format, f, "Detect(written %s)", format)
 	s, err := Read(bytes.NewReader(buf.Bytes()), format)
-	if err != nil {
-		t.Fatalf("Read back %s: %v", format, err)
-	}
-	if err := Validate(s.Messages); err != nil {
-		t.Errorf("read back %s: %v", format, err)
-	}
-	if len(s.Repaired) != 0 {
-		t.Errorf("read back %s needed repairs: %v", format, s.Repaired)
-	}
+	require.NoError(t, err, "Read back %s", format)
+	assert.NoError(t, Validate(s.Messages), "read back %s", format)
+	assert.Empty(t, s.Repaired, "read back %s needed repairs", format)
 	return s
 }
 
 func TestRoundTripCanonical(t *testing.T) {
 	msgs := conversation()
 	s := roundTrip(t, Canonical, msgs)
-	if !reflect.DeepEqual(s.Messages, msgs) {
-		diffLines(t, describeAll(s.Messages), describeAll(msgs))
-		t.Error("canonical round trip changed the messages")
-	}
+	assert.Equal(t, msgs, s.Messages, "canonical round trip changed the messages")
 }
 
 func TestRoundTripAnthropic(t *testing.T) {
 	msgs := conversation()
 	got := roundTrip(t, Anthropic, msgs).Messages
-	diffLines(t, describeAll(stripIDs(got)), describeAll(projectAnthropic(msgs)))
-	if !reflect.DeepEqual(stripIDs(got), projectAnthropic(msgs)) {
-		t.Error("anthropic round trip differs beyond what the format cannot hold")
-	}
+	assert.Equal(t, projectAnthropic(msgs), stripIDs(got), "anthropic round trip differs beyond what the format cannot hold")
 }
 
 func TestRoundTripOpenAI(t *testing.T) {
 	msgs := conversation()
 	got := roundTrip(t, OpenAI, msgs).Messages
-	diffLines(t, describeAll(stripIDs(got)), describeAll(projectOpenAI(msgs)))
-	if !reflect.DeepEqual(stripIDs(got), projectOpenAI(msgs)) {
-		t.Error("openai round trip differs beyond what the format cannot hold")
-	}
+	assert.Equal(t, projectOpenAI(msgs), stripIDs(got), "openai round trip differs beyond what the format cannot hold")
 }
 
 // TestRoundTripCorpus writes every corpus session in each writable format
@@ -80,16 +65,15 @@ func TestRoundTripCorpus(t *testing.T) {
 	for _, c := range corpus {
 		t.Run(c.file, func(t *testing.T) {
 			s, err := ReadFile(corpusPath(t, c.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := roundTrip(t, Canonical, s.Messages).Messages; !reflect.DeepEqual(got, s.Messages) {
-				t.Error("canonical round trip changed the messages")
-			}
-			if got, want := stripIDs(roundTrip(t, Anthropic, s.Messages).Messages), projectAnthropic(s.Messages); !reflect.DeepEqual(got, want) {
+			require.NoError(t, err)
+			got := roundTrip(t, Canonical, s.Messages).Messages
+			assert.True(t, assert.ObjectsAreEqual(s.Messages, got), "canonical round trip changed the messages")
+			got = stripIDs(roundTrip(t, Anthropic, s.Messages).Messages)
+			if want := projectAnthropic(s.Messages); !assert.True(t, assert.ObjectsAreEqual(want, got), "anthropic round trip") {
 				diffLines(t, describeAll(got), describeAll(want))
 			}
-			if got, want := stripIDs(roundTrip(t, OpenAI, s.Messages).Messages), projectOpenAI(s.Messages); !reflect.DeepEqual(got, want) {
+			got = stripIDs(roundTrip(t, OpenAI, s.Messages).Messages)
+			if want := projectOpenAI(s.Messages); !assert.True(t, assert.ObjectsAreEqual(want, got), "openai round trip") {
 				diffLines(t, describeAll(got), describeAll(want))
 			}
 		})
@@ -98,9 +82,7 @@ func TestRoundTripCorpus(t *testing.T) {
 
 func TestWriteShapes(t *testing.T) {
 	var buf bytes.Buffer
-	if err := Write(&buf, Anthropic, conversation()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Write(&buf, Anthropic, conversation()))
 	var a struct {
 		System   any `json:"system"`
 		Messages []struct {
@@ -108,41 +90,29 @@ func TestWriteShapes(t *testing.T) {
 			Content []map[string]any `json:"content"`
 		} `json:"messages"`
 	}
-	if err := json.Unmarshal(buf.Bytes(), &a); err != nil {
-		t.Fatal(err)
-	}
-	if a.System != "Be brief." || len(a.Messages) != 7 || a.Messages[0].Content[1]["type"] != "image" ||
-		a.Messages[1].Content[2]["input"].(map[string]any)["all"] != true {
-		t.Errorf("anthropic request: %s", buf.String())
-	}
-	if !strings.Contains(buf.String(), "<b>&</b>") {
-		t.Error("HTML characters were escaped")
-	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &a))
+	assert.Equal(t, "Be brief.", a.System)
+	require.Len(t, a.Messages, 7)
+	assert.Equal(t, "image", a.Messages[0].Content[1]["type"])
+	assert.Equal(t, true, a.Messages[1].Content[2]["input"].(map[string]any)["all"])
+	assert.Contains(t, buf.String(), "<b>&</b>", "HTML characters were escaped")
 
 	buf.Reset()
-	if err := Write(&buf, OpenAI, conversation()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Write(&buf, OpenAI, conversation()))
 	var o struct {
 		Messages []map[string]any `json:"messages"`
 	}
-	if err := json.Unmarshal(buf.Bytes(), &o); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &o))
 	roles := []string{}
 	for _, m := range o.Messages {
 		roles = append(roles, m["role"].(string))
 	}
-	if strings.Join(roles, ",") != "system,user,assistant,tool,tool,assistant,tool,user,assistant" {
-		t.Errorf("openai roles: %v", roles)
-	}
+	assert.Equal(t, "system,user,assistant,tool,tool,assistant,tool,user,assistant", strings.Join(roles, ","), "openai roles")
 	call := o.Messages[2]["tool_calls"].([]any)[0].(map[string]any)["function"].(map[string]any)
-	if call["arguments"] != `{"path":"/tmp","all":true}` || o.Messages[2]["reasoning_content"] != "List, then size." {
-		t.Errorf("openai assistant message: %v", o.Messages[2])
-	}
-	if url := o.Messages[1]["content"].([]any)[1].(map[string]any)["image_url"].(map[string]any)["url"]; url != "data:image/png;base64,iVBORwABAg==" {
-		t.Errorf("image URL %v", url)
-	}
+	assert.Equal(t, `{"path":"/tmp","all":true}`, call["arguments"])
+	assert.Equal(t, "List, then size.", o.Messages[2]["reasoning_content"])
+	url := o.Messages[1]["content"].([]any)[1].(map[string]any)["image_url"].(map[string]any)["url"]
+	assert.Equal(t, "data:image/png;base64,iVBORwABAg==", url)
 }
 
 func stripIDs(msgs []abi.Message) []abi.Message {
@@ -174,10 +144,27 @@ func projectAnthropic(msgs []abi.Message) []abi.Message {
 	if len(sys.Content) > 0 {
 		out = append(out, sys)
 	}
+	startsWithResult := func(m abi.Message) bool {
+		return m.Role == abi.RoleUser && len(m.Content) > 0 && m.Content[0].Type == abi.BlockToolResult
+	}
 	for _, m := range msgs[i:] {
 		p := plain(m)
 		if p.Role == abi.RoleSystem {
 			p.Role = abi.RoleUser
+		}
+		// The results of parallel calls travel in one user message,
+		// results first.
+		if n := len(out); n > 0 && startsWithResult(out[n-1]) && startsWithResult(p) {
+			var results, rest []abi.Block
+			for _, b := range append(out[n-1].Content, p.Content...) {
+				if b.Type == abi.BlockToolResult {
+					results = append(results, b)
+				} else {
+					rest = append(rest, b)
+				}
+			}
+			out[n-1].Content = append(results, rest...)
+			continue
 		}
 		out = append(out, p)
 	}

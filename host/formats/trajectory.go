@@ -35,7 +35,7 @@ func readMiniSWEAgent(r *bufio.Reader, s *Session) error {
 			in[i].Usage = miniUsage(m.Extra)
 		}
 	}
-	msgs, err := oaMessages(in, func(i int) string { return MiniSWEAgent + "-" + strconv.Itoa(i) }, s.Skipped)
+	msgs, err := oaMessages(in, func(i int) string { return MiniSWEAgent + "-" + strconv.Itoa(i) }, s.Skipped, false)
 	if err != nil {
 		return &ParseError{Offset: -1, Format: MiniSWEAgent, Reason: err.Error()}
 	}
@@ -107,7 +107,7 @@ func readSWEAgent(r *bufio.Reader, s *Session) error {
 			ids = append(ids, i)
 		}
 	}
-	msgs, err := oaMessages(in, func(k int) string { return SWEAgent + "-" + strconv.Itoa(ids[k]) }, s.Skipped)
+	msgs, err := oaMessages(in, func(k int) string { return SWEAgent + "-" + strconv.Itoa(ids[k]) }, s.Skipped, false)
 	if err != nil {
 		return &ParseError{Offset: -1, Format: SWEAgent, Reason: err.Error()}
 	}

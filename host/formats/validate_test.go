@@ -1,10 +1,10 @@
 package formats
 
 import (
-	"errors"
-	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -20,12 +20,8 @@ func TestValidateAccepts(t *testing.T) {
 		msg("a2", abi.RoleAssistant, text("done")),
 		msg("a3", abi.RoleAssistant, text("consecutive assistants without calls are fine")),
 	}
-	if err := Validate(msgs); err != nil {
-		t.Error(err)
-	}
-	if err := Validate(nil); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, Validate(msgs))
+	assert.NoError(t, Validate(nil))
 }
 
 func TestValidateRejects(t *testing.T) {
@@ -55,11 +51,12 @@ func TestValidateRejects(t *testing.T) {
 		{"system between call and result", []abi.Message{call, msg("s", abi.RoleSystem, text("x")), result}, 0, "before the next system message"},
 	}
 	for _, c := range cases {
-		err := Validate(c.msgs)
-		var ve *ValidationError
-		if !errors.As(err, &ve) || ve.Index != c.index || !strings.Contains(ve.Reason, c.why) {
-			t.Errorf("%s: Validate = %v; want message %d: %s", c.name, err, c.index, c.why)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			var ve *ValidationError
+			require.ErrorAs(t, Validate(c.msgs), &ve)
+			assert.Equal(t, c.index, ve.Index)
+			assert.Contains(t, ve.Reason, c.why)
+		})
 	}
 }
 
@@ -72,9 +69,9 @@ func TestNormalizeKeepsValidInput(t *testing.T) {
 	want := append([]abi.Message(nil), msgs...)
 	rep := map[string]int{}
 	got, marks := normalize(msgs, []int{1, 3}, "x", rep)
-	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(marks, []int{1, 3}) || len(rep) != 0 {
-		t.Errorf("valid input changed: %v %v %v", describeAll(got), marks, rep)
-	}
+	assert.Equal(t, want, got, "valid input changed")
+	assert.Equal(t, []int{1, 3}, marks)
+	assert.Empty(t, rep)
 }
 
 func TestNormalizeRepairs(t *testing.T) {
@@ -192,15 +189,11 @@ func TestNormalizeRepairs(t *testing.T) {
 			rep := map[string]int{}
 			got, marks := normalize(c.in, c.marks, "x", rep)
 			diffLines(t, describeAll(got), c.want)
-			if err := Validate(got); err != nil {
-				t.Error(err)
+			assert.NoError(t, Validate(got))
+			if c.wantMark != nil {
+				assert.Equal(t, c.wantMark, marks)
 			}
-			if c.wantMark != nil && !reflect.DeepEqual(marks, c.wantMark) {
-				t.Errorf("marks = %v, want %v", marks, c.wantMark)
-			}
-			if !reflect.DeepEqual(rep, c.repaired) {
-				t.Errorf("repaired = %v, want %v", rep, c.repaired)
-			}
+			assert.Equal(t, c.repaired, rep)
 		})
 	}
 }

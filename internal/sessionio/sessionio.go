@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
+	"sync"
+	"weak"
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
@@ -76,6 +79,9 @@ func Read(e *host.Engine, name string, data []byte, format string) (*Input, erro
 		in.Session = e.NewSession()
 		if err := in.Session.Append(sess.Messages...); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if sess.Request != nil {
+			rememberRequest(in.Session, sess.Request)
 		}
 	}
 	if len(in.Skipped) == 0 {
@@ -187,14 +193,31 @@ func OutputFormat(asked, in string) string {
 	return formats.Canonical
 }
 
+// requests are the request bodies sessions were read from, so that Write
+// puts a compaction back into the request it came from (model, tools,
+// signatures and all). The key is weak: a session dropped by its caller
+// takes its request with it.
+var requests sync.Map // weak.Pointer[host.Session] -> *formats.Request
+
+func rememberRequest(s *host.Session, r *formats.Request) {
+	k := weak.Make(s)
+	requests.Store(k, r)
+	runtime.AddCleanup(s, func(k weak.Pointer[host.Session]) { requests.Delete(k) }, k)
+}
+
 // Write writes the session in format: the whole session log (every
 // message and the compactions, so undoable) for canonical, the compacted
-// request for anthropic and openai.
+// request for anthropic and openai. A session read from a request of that
+// format is written into that request: every field and message the
+// compaction did not change keeps its bytes.
 func Write(w io.Writer, s *host.Session, format string) error {
 	switch format {
 	case formats.Canonical:
 		return s.WriteLog(w)
 	case formats.Anthropic, formats.OpenAI:
+		if r, ok := requests.Load(weak.Make(s)); ok && r.(*formats.Request).Format() == format {
+			return r.(*formats.Request).Write(w, s.Context())
+		}
 		return formats.Write(w, format, s.Context())
 	}
 	return fmt.Errorf("output format %q: want %s", format, strings.Join(Writable, ", "))

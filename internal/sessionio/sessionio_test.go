@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
@@ -117,4 +120,31 @@ func TestCompactRuns(t *testing.T) {
 	if err := Write(&req, s, formats.Codex); err == nil {
 		t.Error("writing codex must fail")
 	}
+}
+
+// TestWriteKeepsTheRequest checks that a compacted request is the request
+// read, with only the folded messages replaced: the model, tools,
+// thinking signatures and unknown fields come out as they came in.
+func TestWriteKeepsTheRequest(t *testing.T) {
+	e := engine(t)
+	body := anthropicRequest(3)
+	body = append([]byte(`{"model":"claude-x","max_tokens":1024,"x_future":{"a":[1,2]},`), body[1:]...)
+	in, err := Read(e, "req.json", body, "")
+	require.NoError(t, err)
+	var same bytes.Buffer
+	require.NoError(t, Write(&same, in.Session, formats.Anthropic))
+	assert.Equal(t, string(body), same.String(), "nothing compacted: the request must be unchanged")
+
+	out, err := Compact(context.Background(), e, in.Session, Options{})
+	require.NoError(t, err)
+	require.Equal(t, ActionCompacted, out.Action)
+	var compacted bytes.Buffer
+	require.NoError(t, Write(&compacted, in.Session, formats.Anthropic))
+	assert.True(t, bytes.HasPrefix(compacted.Bytes(), []byte(`{"model":"claude-x","max_tokens":1024,"x_future":{"a":[1,2]},"system":"be careful","messages":[`)), "%s", compacted.Bytes())
+	assert.Contains(t, compacted.String(), "summary of")
+
+	// Written as the other format, the request is converted.
+	var converted bytes.Buffer
+	require.NoError(t, Write(&converted, in.Session, formats.OpenAI))
+	assert.NotContains(t, converted.String(), "x_future")
 }
