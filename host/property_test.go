@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 )
 
@@ -21,7 +23,7 @@ func genSession(t testing.TB, r *rand.Rand, s *Session) (pending bool) {
 	for turn := 0; turn < turns; turn++ {
 		req := user(fmt.Sprintf("request %d: %s", turn, filler("ask", 5+r.IntN(60))))
 		req.Pinned = r.IntN(10) == 0
-		must(t, s.Append(req))
+		require.NoError(t, s.Append(req))
 		steps := r.IntN(4)
 		if r.IntN(5) == 0 {
 			steps += 10 // a long turn
@@ -41,7 +43,7 @@ func genSession(t testing.TB, r *rand.Rand, s *Session) (pending bool) {
 			if len(a.Content) == 0 {
 				a.Content = []Block{{Type: abi.BlockText, Text: "ok"}}
 			}
-			must(t, s.Append(a))
+			require.NoError(t, s.Append(a))
 			if turn == turns-1 && step == steps-1 && k > 0 && r.IntN(4) == 0 {
 				return true // the agent is running these calls now
 			}
@@ -55,11 +57,11 @@ func genSession(t testing.TB, r *rand.Rand, s *Session) (pending bool) {
 					rs = append(rs, b)
 				}
 				ids = ids[n:]
-				must(t, s.Append(results(rs...)))
+				require.NoError(t, s.Append(results(rs...)))
 			}
 		}
 		if r.IntN(2) == 0 {
-			must(t, s.Append(assistant(filler("answer", 5+r.IntN(100)))))
+			require.NoError(t, s.Append(assistant(filler("answer", 5+r.IntN(100)))))
 		}
 	}
 	return false
@@ -68,9 +70,7 @@ func genSession(t testing.TB, r *rand.Rand, s *Session) (pending bool) {
 func checkInvariants(t *testing.T, s *Session, d Decision, pending bool, latest string, pinned []string) {
 	t.Helper()
 	view := s.Context()
-	if err := Validate(view, pending); err != nil {
-		t.Fatalf("invalid context after %s: %v", d.Action, err)
-	}
+	require.NoError(t, Validate(view, pending), "invalid context after %s", d.Action)
 	var all strings.Builder
 	for _, m := range view {
 		for _, b := range m.Content {
@@ -79,16 +79,14 @@ func checkInvariants(t *testing.T, s *Session, d Decision, pending bool, latest 
 		}
 	}
 	text := all.String()
-	if latest != "" && !mentions(text, latest) {
-		t.Fatalf("latest user request lost after %s", d.Action)
+	if latest != "" {
+		require.True(t, mentions(text, latest), "latest user request lost after %s", d.Action)
 	}
 	for _, p := range pinned {
-		if !strings.Contains(text, p) {
-			t.Fatalf("pinned message lost after %s", d.Action)
-		}
+		require.Contains(t, text, p, "pinned message lost after %s", d.Action)
 	}
-	if d.Action != ActionNone && d.TokensAfter >= d.TokensBefore {
-		t.Fatalf("%s did not shrink the context: %d -> %d", d.Action, d.TokensBefore, d.TokensAfter)
+	if d.Action != ActionNone {
+		require.Less(t, d.TokensAfter, d.TokensBefore, "%s did not shrink the context", d.Action)
 	}
 }
 
@@ -115,9 +113,7 @@ func runProperty(t *testing.T, seed uint64) {
 		opts = append(opts, WithStrategy(n, s))
 	}
 	e, err := New(cfg, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.log = discardLogger
 	s := e.NewSession()
 	pending := genSession(t, r, s)
@@ -134,8 +130,8 @@ func runProperty(t *testing.T, seed uint64) {
 	}
 	for round := 0; round < 3; round++ {
 		d, err := e.EnsureFits(ctx, s, Request{ToolSchemaTokens: r.IntN(window / 10)})
-		if err != nil && !errors.Is(err, ErrNothingToFold) {
-			t.Fatalf("seed %d: %v", seed, err)
+		if !errors.Is(err, ErrNothingToFold) {
+			require.NoError(t, err, "seed %d", seed)
 		}
 		checkInvariants(t, s, d, pending, latest, pinned)
 	}
@@ -143,13 +139,9 @@ func runProperty(t *testing.T, seed uint64) {
 		before := s.Context()
 		if _, err := e.Compact(ctx, s, CompactOptions{}); err == nil {
 			checkInvariants(t, s, Decision{}, pending, latest, pinned)
-			if _, err := s.Undo(); err != nil {
-				t.Fatal(err)
-			}
-			after := s.Context()
-			if len(after) != len(before) {
-				t.Fatalf("undo changed the context: %d -> %d messages", len(before), len(after))
-			}
+			_, err := s.Undo()
+			require.NoError(t, err)
+			require.Len(t, s.Context(), len(before), "undo changed the context")
 		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // httpErr is a provider error as an agent's own HTTP client would report it.
@@ -28,32 +31,27 @@ func TestRecoverOverflowCompactsAndRetriesOnce(t *testing.T) {
 	s := e.NewSession()
 	coding(t, s, 3, 400) // well below every threshold
 	d, _ := e.EnsureFits(ctx, s, Request{})
-	if d.Action != ActionNone {
-		t.Fatalf("setup: %+v", d)
-	}
+	require.Equal(t, ActionNone, d.Action, "setup: %+v", d)
 	anthropicOverflow := &httpErr{400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}`}
 	retry, err := e.RecoverOverflow(ctx, s, anthropicOverflow)
-	if err != nil || !retry {
-		t.Fatalf("retry %v err %v", retry, err)
-	}
-	if len(s.Compactions()) != 1 || len(rec.calls()) == 0 {
-		t.Fatal("overflow did not compact")
-	}
-	must(t, Validate(s.Context(), false))
-	if len(events) != 1 || events[0].Provider != "anthropic" || events[0].Silent {
-		t.Fatalf("events %+v", events)
-	}
+	require.NoError(t, err)
+	require.True(t, retry)
+	require.Len(t, s.Compactions(), 1, "overflow did not compact")
+	require.NotEmpty(t, rec.calls(), "overflow did not compact")
+	require.NoError(t, Validate(s.Context(), false))
+	require.Len(t, events, 1, "events %+v", events)
+	require.Equal(t, "anthropic", events[0].Provider)
+	require.False(t, events[0].Silent)
 	// The retry overflows again: stop instead of looping.
 	retry, err = e.RecoverOverflow(ctx, s, anthropicOverflow)
-	if retry || !errors.Is(err, ErrOverflowPersists) {
-		t.Fatalf("second overflow: retry %v err %v", retry, err)
-	}
+	require.ErrorIs(t, err, ErrOverflowPersists, "second overflow")
+	require.False(t, retry, "second overflow")
 	// A reply resets the allowance.
-	must(t, e.AppendReply(s, assistant("done")))
+	require.NoError(t, e.AppendReply(s, assistant("done")))
 	coding(t, s, 3, 400)
-	if retry, err := e.RecoverOverflow(ctx, s, anthropicOverflow); !retry || err != nil {
-		t.Fatalf("after a reply: retry %v err %v", retry, err)
-	}
+	retry, err = e.RecoverOverflow(ctx, s, anthropicOverflow)
+	require.NoError(t, err, "after a reply")
+	require.True(t, retry, "after a reply")
 }
 
 func TestRecoverOverflowIgnoresOtherErrors(t *testing.T) {
@@ -66,13 +64,10 @@ func TestRecoverOverflowIgnoresOtherErrors(t *testing.T) {
 		errors.New("connection reset by peer"),
 	} {
 		retry, rerr := e.RecoverOverflow(ctx, s, err)
-		if retry || rerr != nil {
-			t.Errorf("%v: retry %v err %v", err, retry, rerr)
-		}
+		assert.NoError(t, rerr, "%v", err)
+		assert.False(t, retry, "%v", err)
 	}
-	if len(s.Compactions()) != 0 {
-		t.Fatal("a non-overflow error compacted the session")
-	}
+	require.Empty(t, s.Compactions(), "a non-overflow error compacted the session")
 }
 
 func TestRecoverOverflowAdoptsStatedWindow(t *testing.T) {
@@ -81,15 +76,11 @@ func TestRecoverOverflowAdoptsStatedWindow(t *testing.T) {
 	coding(t, s, 4, 700) // ~9k tokens: fine for 32k, too much for 8k
 	llamaCpp := &httpErr{400, `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9500,"n_ctx":8192}}`}
 	retry, err := e.RecoverOverflow(ctx, s, llamaCpp)
-	if err != nil || !retry {
-		t.Fatalf("retry %v err %v", retry, err)
-	}
+	require.NoError(t, err)
+	require.True(t, retry)
 	b := e.Budget()
-	if b.ContextWindow != 8192 || b.Input != 8192-2048 {
-		t.Fatalf("budget %+v", b)
-	}
-	if got := e.calibrated(s.ContextTokens()); got > b.Input {
-		t.Fatalf("context %d tokens still over the adopted budget %d", got, b.Input)
-	}
-	must(t, Validate(s.Context(), false))
+	require.Equal(t, 8192, b.ContextWindow, "budget %+v", b)
+	require.Equal(t, 8192-2048, b.Input, "budget %+v", b)
+	require.LessOrEqual(t, e.calibrated(s.ContextTokens()), b.Input, "context still over the adopted budget")
+	require.NoError(t, Validate(s.Context(), false))
 }

@@ -305,7 +305,7 @@ func within(t *testing.T, d time.Duration, fn func()) {
 	select {
 	case <-done:
 	case <-time.After(d):
-		t.Fatalf("still reading after %s", d)
+		require.FailNow(t, fmt.Sprintf("still reading after %s", d))
 	}
 }
 

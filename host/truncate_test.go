@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/plugins/truncate"
@@ -33,24 +36,22 @@ func TestTruncateToolOutputByCategory(t *testing.T) {
 		}
 	})
 	small := []byte("ok\n")
-	if got := e.TruncateToolOutput(ctx, "Bash", small, 100); string(got) != "ok\n" || len(asked) != 0 {
-		t.Fatal("small output changed or truncator called")
-	}
+	require.Equal(t, "ok\n", string(e.TruncateToolOutput(ctx, "Bash", small, 100)), "small output changed")
+	require.Empty(t, asked, "truncator called for a small output")
 	var b strings.Builder
 	for i := 0; i < 5000; i++ {
 		fmt.Fprintf(&b, "line %d: building package\n", i)
 	}
 	out := e.TruncateToolOutput(ctx, "Bash", []byte(b.String()), 500)
-	if e.CountTokens(string(out)) > 500 || !strings.HasPrefix(string(out), "line 0:") || !strings.Contains(string(out), "line 4999:") {
-		t.Fatalf("head-tail output wrong: %d tokens\n%.300s", e.CountTokens(string(out)), out)
-	}
+	require.LessOrEqual(t, e.CountTokens(string(out)), 500, "head-tail output too long")
+	require.True(t, strings.HasPrefix(string(out), "line 0:"), "head-tail output lacks the head:\n%.300s", out)
+	require.Contains(t, string(out), "line 4999:", "head-tail output lacks the tail")
 	e.TruncateToolOutput(ctx, "my_search", []byte(b.String()), 500)
 	e.TruncateToolOutput(ctx, "read_file", []byte(b.String()), 500)
-	if strings.Join(asked, ",") != "head-tail,match-list,file-content" {
-		t.Errorf("categories asked: %v", asked)
-	}
-	if len(events) != 3 || events[0].Category != "head-tail" || events[0].BytesAfter >= events[0].BytesBefore {
-		t.Errorf("events %+v", events)
+	assert.Equal(t, []string{"head-tail", "match-list", "file-content"}, asked, "categories asked")
+	if assert.Len(t, events, 3, "events %+v", events) {
+		assert.Equal(t, "head-tail", events[0].Category)
+		assert.Less(t, events[0].BytesAfter, events[0].BytesBefore)
 	}
 }
 
@@ -62,7 +63,6 @@ func TestTruncateToolOutputFallsBackWhenTruncatorFails(t *testing.T) {
 	}))
 	big := strings.Repeat("x", 40000) + "\n" + strings.Repeat("y", 40000)
 	out := e.TruncateToolOutput(ctx, "Bash", []byte(big), 1000)
-	if e.CountTokens(string(out)) > 1100 || !strings.Contains(string(out), "omitted") {
-		t.Fatalf("fallback output: %d tokens", e.CountTokens(string(out)))
-	}
+	require.LessOrEqual(t, e.CountTokens(string(out)), 1100, "fallback output too long")
+	require.Contains(t, string(out), "omitted", "fallback output lacks the notice")
 }
