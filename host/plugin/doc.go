@@ -28,6 +28,14 @@
 // and skipped. Every wasm plugin, built-in or not, is stopped at its call's
 // deadline (see RATIONALE.md, ABI).
 //
+// Process plugins are trusted code that runs as the user; wasm plugins are
+// sandboxed (README.md, Trust model). Either way every call has a deadline,
+// at most Options.MaxCompletionsPerCall model completions (max_tokens
+// clamped to Options.MaxCompletionTokens and an OutputLimiter's limit) and a
+// bounded log; only regular files of at most Options.MaxFileBytes are read
+// from the plugins directory. A process plugin's Info is cached by the
+// content hash of its files, so a known one starts at its first use.
+//
 // Every failure is an *Error whose Kind (ErrTrap, ErrMemoryLimit, ...)
 // says what happened, naming the plugin and its path. A failed call never
 // modifies the request; the engine falls back and the session is
