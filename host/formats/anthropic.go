@@ -28,6 +28,10 @@ func readAnthropic(r *bufio.Reader, s *Session) error {
 	if err != nil {
 		return err
 	}
+	if len(req.elems) != len(doc.Messages) {
+		// Cannot happen: both come from the same "messages" member.
+		return &ParseError{Offset: -1, Format: Anthropic, Reason: "the messages array could not be located"}
+	}
 	if err := refuseOther(Anthropic, find(req.topMs, "system") != nil, len(req.elems), func(i int) json.RawMessage {
 		return json.RawMessage(req.bytesOf(req.elems[i]))
 	}); err != nil {

@@ -2,6 +2,7 @@ package formats
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -145,16 +146,36 @@ func BenchmarkRead(b *testing.B) {
 	for _, c := range corpus {
 		b.Run(c.file, func(b *testing.B) {
 			data, err := os.ReadFile(corpusPath(b, c.file))
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Read(bytes.NewReader(data), ""); err != nil {
-					b.Fatal(err)
-				}
+				_, err := Read(bytes.NewReader(data), "")
+				require.NoError(b, err)
 			}
 		})
+	}
+}
+
+// BenchmarkRequest reads each corpus session written as an Anthropic and
+// an OpenAI request and writes it back into itself, as the CLI and the API
+// do with a compacted request.
+func BenchmarkRequest(b *testing.B) {
+	for _, c := range corpus {
+		s, err := ReadFile(corpusPath(b, c.file))
+		require.NoError(b, err)
+		for _, format := range []string{Anthropic, OpenAI} {
+			var body bytes.Buffer
+			require.NoError(b, Write(&body, format, s.Messages))
+			b.Run(format+"/"+c.file, func(b *testing.B) {
+				b.SetBytes(int64(body.Len()))
+				b.ReportAllocs()
+				for b.Loop() {
+					r, err := Read(bytes.NewReader(body.Bytes()), format)
+					require.NoError(b, err)
+					require.NoError(b, r.Request.Write(io.Discard, r.Messages))
+				}
+			})
+		}
 	}
 }

@@ -32,8 +32,8 @@ type MismatchError struct {
 
 func (e *MismatchError) Error() string {
 	if e.Looks != "" {
-		return fmt.Sprintf("formats: the input is not %s but looks like %s; name --format %s, or leave --format out to detect it",
-			describeFormat(e.Format), describeFormat(e.Looks), e.Looks)
+		return fmt.Sprintf("formats: the input is not %s but looks like %s; name --format %s, or leave --format out to detect it (supported formats: %s)",
+			describeFormat(e.Format), describeFormat(e.Looks), e.Looks, strings.Join(Names(), ", "))
 	}
 	return fmt.Sprintf("formats: the input is not %s (%s) nor any other supported format; supported formats: %s",
 		describeFormat(e.Format), e.Reason, strings.Join(Names(), ", "))

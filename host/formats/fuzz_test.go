@@ -102,8 +102,16 @@ func checkRequest(t *testing.T, data []byte, s *Session) {
 	}
 	back, err := Read(bytes.NewReader(buf.Bytes()), s.Format)
 	require.NoError(t, err, "request written back does not read:\n%s", buf.Bytes())
-	require.True(t, reflect.DeepEqual(stripIDs(back.Messages), stripIDs(s.Messages)),
-		"request written back reads differently:\n%v\n%v", describeAll(back.Messages), describeAll(s.Messages))
+	// What the format cannot hold is lost as when writing from messages
+	// alone: is_error and the grouping of a tool result with text in
+	// OpenAI.
+	want := projectAnthropic(s.Messages)
+	if s.Format == OpenAI {
+		want = projectOpenAI(s.Messages)
+	}
+	got := stripIDs(back.Messages)
+	require.True(t, len(got)+len(want) == 0 || reflect.DeepEqual(got, want),
+		"request written back reads differently:\n%v\n%v", describeAll(got), describeAll(want))
 }
 
 func FuzzReadCanonical(f *testing.F) {

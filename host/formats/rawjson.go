@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 )
 
 // The request writers keep every byte they do not change, so they work on
@@ -161,10 +162,12 @@ func arrayElems(b []byte, v span) ([]span, error) {
 	return nil, errNotJSON
 }
 
-// find returns the member named key, or nil.
+// find returns the member named key, or nil. It picks the member
+// encoding/json decodes into a field of that name: the last one whose key
+// matches regardless of case.
 func find(ms []member, key string) *member {
-	for i := range ms {
-		if ms[i].key == key {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if strings.EqualFold(ms[i].key, key) {
 			return &ms[i]
 		}
 	}

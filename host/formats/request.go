@@ -253,8 +253,8 @@ func (r *Request) unchanged(m *abi.Message) (*source, bool) {
 
 // lookup finds the source bytes of block b: first an unused equal block of
 // the message's own source, then the tool block with b's ID wherever it
-// was. found is false when nothing stands for b; ref is set when a tool
-// block of that ID exists but differs (a pruned result).
+// was. raw is nil when no source block equals b; ref is then set when a
+// tool block of that ID exists but differs (a pruned result).
 func (r *Request) lookup(b abi.Block, src *source, used map[int]bool) (raw []byte, ref *blockRef) {
 	if src != nil {
 		for j, sb := range src.blocks {

@@ -319,42 +319,54 @@ func TestSDKRequestsSurviveCompaction(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "streaming"}[stream]
 		t.Run("anthropic/"+name, func(t *testing.T) {
-			body := recordAnthropic(t, anthropicParams(6), stream)
-			out, kept := compact(t, body)
-			in, got := topLevel(t, body), topLevel(t, out)
-			require.Positive(t, kept)
-			checkTopLevel(t, in, got, "messages")
-			inMsgs, gotMsgs := elements(t, in["messages"]), elements(t, got["messages"])
-			require.Len(t, gotMsgs, kept+1, "want the summary and the kept messages")
-			assert.Contains(t, string(gotMsgs[0]), "Listed and sized /tmp")
-			// Every kept message is its source's bytes: thinking
-			// signatures, redacted thinking, cache_control, tool inputs
-			// and images included.
-			for i := 1; i <= kept; i++ {
-				assert.Equal(t, string(inMsgs[len(inMsgs)-kept+i-1]), string(gotMsgs[i]), "kept message %d", i)
-			}
-			assert.Contains(t, string(out), `"signature":"EqQBCkYIBxgCKkD5+sig/=="`)
-			assert.Contains(t, string(out), `"cache_control":{"type":"ephemeral"}`)
-			sendable(t, out, formats.Anthropic)
+			checkAnthropicCompaction(t, recordAnthropic(t, anthropicParams(6), stream))
 		})
 		t.Run("openai/"+name, func(t *testing.T) {
-			body := recordOpenAI(t, openAIParams(6), stream)
-			out, _ := compact(t, body)
-			in, got := topLevel(t, body), topLevel(t, out)
-			checkTopLevel(t, in, got, "messages")
-			inMsgs, gotMsgs := elements(t, in["messages"]), elements(t, got["messages"])
-			require.Greater(t, len(inMsgs), len(gotMsgs))
-			assert.Equal(t, string(inMsgs[0]), string(gotMsgs[0]), "the system message")
-			assert.Contains(t, string(gotMsgs[1]), "Listed and sized /tmp")
-			// The kept messages are the source's last ones, as sent.
-			tail := gotMsgs[2:]
-			for i, m := range tail {
-				assert.Equal(t, string(inMsgs[len(inMsgs)-len(tail)+i]), string(m), "kept message %d", i)
-			}
-			assert.Contains(t, string(out), `"arguments":"{\"path\": \"/tmp\",  \"all\": true}"`)
-			sendable(t, out, formats.OpenAI)
+			checkOpenAICompaction(t, recordOpenAI(t, openAIParams(6), stream))
 		})
 	}
+}
+
+// checkAnthropicCompaction compacts a recording of anthropicParams(6) and
+// checks what the result keeps.
+func checkAnthropicCompaction(t *testing.T, body []byte) {
+	t.Helper()
+	out, kept := compact(t, body)
+	in, got := topLevel(t, body), topLevel(t, out)
+	require.Positive(t, kept)
+	checkTopLevel(t, in, got, "messages")
+	inMsgs, gotMsgs := elements(t, in["messages"]), elements(t, got["messages"])
+	require.Len(t, gotMsgs, kept+1, "want the summary and the kept messages")
+	assert.Contains(t, string(gotMsgs[0]), "Listed and sized /tmp")
+	// Every kept message is its source's bytes: thinking signatures,
+	// redacted thinking, cache_control, tool inputs and images included.
+	for i := 1; i <= kept; i++ {
+		assert.Equal(t, string(inMsgs[len(inMsgs)-kept+i-1]), string(gotMsgs[i]), "kept message %d", i)
+	}
+	assert.Contains(t, string(out), `"signature":"EqQBCkYIBxgCKkD5+sig/=="`)
+	assert.Contains(t, string(out), `"cache_control":{"type":"ephemeral"}`)
+	sendable(t, out, formats.Anthropic)
+}
+
+// checkOpenAICompaction compacts a recording of openAIParams(6) and checks
+// what the result keeps.
+func checkOpenAICompaction(t *testing.T, body []byte) {
+	t.Helper()
+	out, _ := compact(t, body)
+	in, got := topLevel(t, body), topLevel(t, out)
+	checkTopLevel(t, in, got, "messages")
+	inMsgs, gotMsgs := elements(t, in["messages"]), elements(t, got["messages"])
+	require.Greater(t, len(inMsgs), len(gotMsgs))
+	assert.Equal(t, string(inMsgs[0]), string(gotMsgs[0]), "the system message")
+	assert.Contains(t, string(gotMsgs[1]), "Listed and sized /tmp")
+	// The kept messages are the source's last ones, as sent.
+	tail := gotMsgs[2:]
+	require.NotEmpty(t, tail)
+	for i, m := range tail {
+		assert.Equal(t, string(inMsgs[len(inMsgs)-len(tail)+i]), string(m), "kept message %d", i)
+	}
+	assert.Contains(t, string(out), `"arguments":"{\"path\": \"/tmp\",  \"all\": true}"`)
+	sendable(t, out, formats.OpenAI)
 }
 
 // topLevel is the request's top-level members, as sent.
