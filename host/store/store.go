@@ -63,15 +63,21 @@ type Record struct {
 // Lock is a held per-conversation lock. Its lease ends by itself, so a
 // crashed holder does not keep the conversation locked forever.
 type Lock interface {
-	// Release gives the lock up if this holder still has it, and
-	// returns ErrLeaseLost if the lease ran out and another holder
-	// took it meanwhile. It never releases another holder's lock.
+	// Release gives the lock up if this holder still has it. It
+	// returns ErrLeaseLost if the lease ran out first, whether or not
+	// another holder took the lock meanwhile: whatever the holder did
+	// after that moment was unprotected. It never releases another
+	// holder's lock.
 	Release(ctx context.Context) error
 }
 
 // Store keeps compaction records. Implementations are safe for
 // concurrent use by many goroutines and, where they share a backend, by
-// many processes. Every method honours ctx's deadline.
+// many processes. Every method honours ctx's deadline and fails with
+// ctx's error when ctx is already done. Records returned are the
+// caller's own copies. An error that wraps ErrUnavailable means the
+// backend could not answer in time: the caller goes on without the
+// store rather than failing its request.
 type Store interface {
 	// Get returns the record under key, or ErrNotFound.
 	Get(ctx context.Context, key string) (*Record, error)
@@ -82,7 +88,9 @@ type Store interface {
 	// rec.Conversation.
 	Put(ctx context.Context, rec *Record) error
 	// Lock takes conversation's lock for at most lease, or returns
-	// ErrLocked at once if another holder has it.
+	// ErrLocked at once if another holder has it: a caller that finds
+	// a conversation locked goes on without compacting rather than
+	// waiting for the other holder's summary.
 	Lock(ctx context.Context, conversation string, lease time.Duration) (Lock, error)
 	// Close releases the store's resources.
 	Close() error
