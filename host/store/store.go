@@ -17,6 +17,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -33,6 +34,11 @@ var (
 	// on without the store (the proxy forwards uncompacted).
 	ErrUnavailable = errors.New("store: unavailable")
 )
+
+// MaxIDBytes bounds a record's Key and a conversation's ID: both are
+// hashes or short identifiers, and a store must not take an unbounded
+// string as a file or key name.
+const MaxIDBytes = 1024
 
 // Record is one compaction of a conversation's prefix.
 type Record struct {
@@ -58,6 +64,30 @@ type Record struct {
 	TokensAfter  int       `json:"tokens_after"`
 	CostUSD      float64   `json:"cost_usd"`
 	CreatedAt    time.Time `json:"created_at"`
+}
+
+// Check reports whether rec can be stored: it needs a Key, and Key and
+// Conversation must fit MaxIDBytes. Every Put calls it first.
+func (r *Record) Check() error {
+	if r == nil {
+		return errors.New("store: Put of a nil record")
+	}
+	if r.Key == "" {
+		return errors.New("store: a record needs a key")
+	}
+	if len(r.Key) > MaxIDBytes {
+		return fmt.Errorf("store: record key of %d bytes, over the limit of %d", len(r.Key), MaxIDBytes)
+	}
+	return CheckID("conversation", r.Conversation)
+}
+
+// CheckID reports whether id, a conversation ID or key, fits MaxIDBytes;
+// what names it in the error.
+func CheckID(what, id string) error {
+	if len(id) > MaxIDBytes {
+		return fmt.Errorf("store: %s ID of %d bytes, over the limit of %d", what, len(id), MaxIDBytes)
+	}
+	return nil
 }
 
 // Lock is a held per-conversation lock. Its lease ends by itself, so a
@@ -94,4 +124,13 @@ type Store interface {
 	Lock(ctx context.Context, conversation string, lease time.Duration) (Lock, error)
 	// Close releases the store's resources.
 	Close() error
+}
+
+// CheckLock reports whether Lock's arguments are usable: a positive lease
+// and a conversation ID within MaxIDBytes.
+func CheckLock(conversation string, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("store: lock lease of %v: a lease must be positive", lease)
+	}
+	return CheckID("conversation", conversation)
 }

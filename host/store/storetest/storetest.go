@@ -248,7 +248,7 @@ func testReleaseAfterRetake(t *testing.T, s store.Store) {
 
 func testConcurrent(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
-	const workers, rounds, conversations = 12, 25, 3
+	const workers, rounds, conversations = 8, 12, 3
 	var wg sync.WaitGroup
 	errs := make(chan error, workers*rounds*4)
 	for w := range workers {
