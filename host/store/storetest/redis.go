@@ -77,6 +77,21 @@ func (r *RedisServer) Kill() {
 	r.cmd = nil
 }
 
+// Stop freezes the server (SIGSTOP): it keeps its connections and
+// answers nothing, as a hung server would. Continue resumes it.
+func (r *RedisServer) Stop() { r.signal(sigStop) }
+
+// Continue resumes a server frozen by Stop.
+func (r *RedisServer) Continue() { r.signal(sigCont) }
+
+func (r *RedisServer) signal(sig os.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		r.cmd.Process.Signal(sig)
+	}
+}
+
 // Restart starts the server again on the same port after Kill.
 func (r *RedisServer) Restart() {
 	r.t.Helper()
