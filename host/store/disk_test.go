@@ -354,3 +354,13 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func openDiskB(b *testing.B) *store.Disk {
+	d, err := store.OpenDisk(b.TempDir(), store.DiskOptions{})
+	require.NoError(b, err)
+	b.Cleanup(func() { d.Close() })
+	return d
+}
+
+func BenchmarkDiskLatestHit(b *testing.B) { storetest.BenchmarkLatestHit(b, openDiskB(b)) }
+func BenchmarkDiskPut(b *testing.B)       { storetest.BenchmarkPut(b, openDiskB(b)) }

@@ -10,3 +10,6 @@ import (
 func TestMemoryConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return store.NewMemory() })
 }
+
+func BenchmarkMemoryLatestHit(b *testing.B) { storetest.BenchmarkLatestHit(b, store.NewMemory()) }
+func BenchmarkMemoryPut(b *testing.B)       { storetest.BenchmarkPut(b, store.NewMemory()) }

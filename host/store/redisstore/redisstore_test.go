@@ -243,3 +243,27 @@ func TestOversizedRecord(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "max_record_bytes")
 }
+
+// The Redis benchmarks run on loopback against a real server and report
+// round trips per call, counted by a hook and by the server's own command
+// statistics (cmd, as INFO commandstats names it).
+func benchRedis(b *testing.B, loop func(*testing.B, store.Store), cmd string) {
+	srv := storetest.StartRedis(b)
+	hook := &countHook{}
+	s, err := redisstore.Open(context.Background(), srv.URL(), redisstore.Options{Hook: hook})
+	require.NoError(b, err)
+	defer s.Close()
+	storetest.Preload(b, s)
+	_, err = srv.Command("CONFIG", "RESETSTAT")
+	require.NoError(b, err)
+	before := hook.roundTrips.Load()
+	loop(b, s)
+	b.StopTimer()
+	calls, err := srv.CommandCalls(cmd)
+	require.NoError(b, err)
+	b.ReportMetric(float64(hook.roundTrips.Load()-before)/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(calls)/float64(b.N), "server_"+cmd+"/op")
+}
+
+func BenchmarkRedisLatestHit(b *testing.B) { benchRedis(b, storetest.LoopLatestHit, "get") }
+func BenchmarkRedisPut(b *testing.B)       { benchRedis(b, storetest.LoopPut, "exec") }

@@ -21,7 +21,7 @@ import (
 // RedisServer is a redis-server process that a test started on a loopback
 // port of its own, with no persistence, killed when the test ends.
 type RedisServer struct {
-	t    *testing.T
+	t    testing.TB
 	port int
 	dir  string
 
@@ -34,7 +34,7 @@ type RedisServer struct {
 // not installed (Debian package redis-server). Under CI (CI=true) a
 // missing binary fails the test instead: CI installs it, so its absence
 // there is a broken setup, not a reason to test less.
-func StartRedis(t *testing.T) *RedisServer {
+func StartRedis(t testing.TB) *RedisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		msg := "redis-server is not installed (apt-get install -y redis-server); the Redis tests need a real server"
@@ -229,7 +229,7 @@ func ping(addr string) bool {
 	return err == nil && strings.HasPrefix(line, "+PONG")
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
