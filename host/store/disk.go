@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/compact-host/compact-host/internal/atomicfile"
@@ -99,9 +100,13 @@ type Disk struct {
 
 	mu     sync.Mutex // serializes this process's use of guard
 	guard  *os.File
-	closed bool
+	closed atomic.Bool
 
 	reported sync.Map // path → modification time already reported as corrupt
+
+	// Eviction's view of the records directory, under mu.
+	files map[string]*recordFile
+	scan  uint64
 }
 
 const recordFormat = 1
@@ -161,6 +166,9 @@ func (d *Disk) Get(ctx context.Context, key string) (*Record, error) {
 	if err := CheckID("key", key); err != nil {
 		return nil, err
 	}
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
 	return d.read(key)
 }
 
@@ -199,6 +207,9 @@ func (d *Disk) Latest(ctx context.Context, conversation string) (*Record, error)
 		return nil, err
 	}
 	if err := CheckID("conversation", conversation); err != nil {
+		return nil, err
+	}
+	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
 	path := d.latestPath(conversation)
@@ -246,7 +257,11 @@ func (d *Disk) Put(ctx context.Context, rec *Record) error {
 	// The eviction order is the write time; set it to the clock's full
 	// resolution, as a file system may keep a coarser one.
 	now := time.Now()
-	os.Chtimes(path, now, now)
+	if err := os.Chtimes(path, now, now); err != nil {
+		if info, err := os.Stat(path); err == nil {
+			now = info.ModTime()
+		}
+	}
 	// The pointer moves under the guard, so that an eviction scan does
 	// not remove a pointer this Put has just moved.
 	release, err := d.lockGuard(ctx)
@@ -262,57 +277,98 @@ func (d *Disk) Put(ctx context.Context, rec *Record) error {
 			return d.unavailable(err)
 		}
 	}
-	d.evict(rec.Key)
+	d.evict(rec.Key, int64(len(b)), now)
 	return nil
 }
 
 type recordFile struct {
-	name string
 	size int64
 	mod  time.Time
+	seen uint64 // the scan that last listed it
 }
 
 // evict removes the oldest record files until both caps hold, never the
 // one just written, and clears what crashed writers and holders left:
 // temporary files, expired lock files, pointers to removed records. It
-// runs under the guard, once per Put: a Put follows a model call, so a
-// directory listing per Put is cheap beside it. Failures here cost
-// space, never a record, so they are logged and Put goes on.
-func (d *Disk) evict(keep string) {
+// runs under the guard, once per Put. A Put follows a model call, so a
+// listing per Put costs little beside it; the size and time of each file
+// are kept from the scan that first saw it (d.files), so a scan reads
+// the names and stats only new files. A record another process rewrote
+// under the same name keeps its first time here, and is evicted a little
+// early. Failures cost space, never a record: they are logged and Put
+// goes on.
+func (d *Disk) evict(keep string, keepSize int64, keepMod time.Time) {
 	recordsDir := filepath.Join(d.dir, "records")
-	entries, err := os.ReadDir(recordsDir)
+	dir, err := os.Open(recordsDir)
 	if err != nil {
 		d.opts.Logger.Warn("store: list records for eviction", "dir", recordsDir, "err", err)
 		return
 	}
+	names, err := dir.Readdirnames(-1)
+	dir.Close()
+	if err != nil {
+		d.opts.Logger.Warn("store: list records for eviction", "dir", recordsDir, "err", err)
+		return
+	}
+	if d.files == nil {
+		d.files = map[string]*recordFile{}
+	}
+	d.scan++
 	keepName := hashName(keep) + ".json"
-	var files []recordFile
 	var total int64
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil || !info.Mode().IsRegular() {
-			continue
-		}
-		if strings.HasPrefix(e.Name(), ".") {
-			if time.Since(info.ModTime()) > 10*time.Minute {
-				os.Remove(filepath.Join(recordsDir, e.Name()))
+	for _, name := range names {
+		path := filepath.Join(recordsDir, name)
+		if strings.HasPrefix(name, ".") {
+			if info, err := os.Lstat(path); err == nil && time.Since(info.ModTime()) > 10*time.Minute {
+				os.Remove(path)
 			}
 			continue
 		}
-		total += info.Size()
-		if e.Name() != keepName {
-			files = append(files, recordFile{e.Name(), info.Size(), info.ModTime()})
+		f := d.files[name]
+		switch {
+		case name == keepName:
+			f = &recordFile{size: keepSize, mod: keepMod}
+			d.files[name] = f
+		case f == nil:
+			info, err := os.Lstat(path)
+			if err != nil || !info.Mode().IsRegular() {
+				continue
+			}
+			f = &recordFile{size: info.Size(), mod: info.ModTime()}
+			d.files[name] = f
+		}
+		f.seen = d.scan
+		total += f.size
+	}
+	count := 0
+	for name, f := range d.files {
+		if f.seen != d.scan {
+			delete(d.files, name) // removed by another process
+			continue
+		}
+		count++
+	}
+	if count <= d.opts.MaxRecords && total <= d.opts.MaxBytes {
+		d.sweepLocks()
+		return
+	}
+	type candidate struct {
+		name string
+		*recordFile
+	}
+	var oldest []candidate
+	for name, f := range d.files {
+		if name != keepName {
+			oldest = append(oldest, candidate{name, f})
 		}
 	}
-	count := len(files) + 1
-	slices.SortFunc(files, func(a, b recordFile) int {
+	slices.SortFunc(oldest, func(a, b candidate) int {
 		if c := a.mod.Compare(b.mod); c != 0 {
 			return c
 		}
 		return strings.Compare(a.name, b.name)
 	})
-	removed := 0
-	for _, f := range files {
+	for _, f := range oldest {
 		if count <= d.opts.MaxRecords && total <= d.opts.MaxBytes {
 			break
 		}
@@ -322,13 +378,11 @@ func (d *Disk) evict(keep string) {
 			d.opts.Logger.Warn("store: evict record", "file", path, "err", err)
 			continue
 		}
+		delete(d.files, f.name)
 		count--
 		total -= f.size
-		removed++
 	}
-	if removed > 0 {
-		d.sweepPointers(count)
-	}
+	d.sweepPointers(count)
 	d.sweepLocks()
 }
 
@@ -352,15 +406,20 @@ func (d *Disk) dropPointer(path string) {
 // pointers than records, which only corrupt evicted records leave.
 func (d *Disk) sweepPointers(records int) {
 	latestDir := filepath.Join(d.dir, "latest")
-	entries, err := os.ReadDir(latestDir)
-	if err != nil || len(entries) <= records {
+	dir, err := os.Open(latestDir)
+	if err != nil {
 		return
 	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
+	names, err := dir.Readdirnames(-1)
+	dir.Close()
+	if err != nil || len(names) <= records {
+		return
+	}
+	for _, name := range names {
+		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		pointer := filepath.Join(latestDir, e.Name())
+		pointer := filepath.Join(latestDir, name)
 		key, err := readLimited(pointer, MaxIDBytes)
 		if err != nil {
 			continue
@@ -473,9 +532,9 @@ func readLockFile(path string) (token string, expires time.Time, err error) {
 // ctx and GuardWait instead of blocking in the kernel.
 func (d *Disk) lockGuard(ctx context.Context) (release func(), err error) {
 	d.mu.Lock()
-	if d.closed {
+	if err := d.checkOpen(); err != nil {
 		d.mu.Unlock()
-		return nil, fmt.Errorf("store: %s is closed: %w", d.dir, ErrUnavailable)
+		return nil, err
 	}
 	deadline := time.Now().Add(d.opts.GuardWait)
 	wait := 100 * time.Microsecond
@@ -508,23 +567,21 @@ func (d *Disk) lockGuard(ctx context.Context) (release func(), err error) {
 }
 
 func (d *Disk) checkOpen() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
+	if d.closed.Load() {
 		return fmt.Errorf("store: %s is closed: %w", d.dir, ErrUnavailable)
 	}
 	return nil
 }
 
-// Close releases the guard file. Records stay on disk; a second Close is
-// a no-op.
+// Close releases the guard file; later calls fail with ErrUnavailable.
+// Records stay on disk. A second Close is a no-op.
 func (d *Disk) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
+	if d.closed.Swap(true) {
 		return nil
 	}
-	d.closed = true
+	// Wait for a call that holds the guard.
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	return d.guard.Close()
 }
 

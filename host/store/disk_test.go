@@ -81,9 +81,10 @@ func TestDiskReopenKeepsRecords(t *testing.T) {
 	require.NoError(t, d.Put(ctx, want))
 	require.NoError(t, d.Close())
 	_, err = d.Get(ctx, "k1")
-	assert.NoError(t, err, "reads need no guard, so a closed store still reads")
+	assert.ErrorIs(t, err, store.ErrUnavailable, "a closed store answered")
 	_, err = d.Lock(ctx, "conv-a", time.Minute)
 	assert.ErrorIs(t, err, store.ErrUnavailable, "a closed store took a lock")
+	assert.NoError(t, d.Close(), "a second Close")
 
 	d2 := openDisk(t, dir, store.DiskOptions{})
 	got, err := d2.Get(ctx, "k1")
@@ -217,6 +218,22 @@ func TestDiskEvictsOldestFirst(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 5, countFiles(t, filepath.Join(d.Dir(), "latest")), "pointers of evicted records stayed")
+}
+
+// TestDiskEvictsAcrossInstances: two instances writing to one directory
+// keep it under the cap together, each seeing the other's files.
+func TestDiskEvictsAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	stores := []*store.Disk{openDisk(t, dir, store.DiskOptions{MaxRecords: 4}), openDisk(t, dir, store.DiskOptions{MaxRecords: 4})}
+	for i := range 20 {
+		require.NoError(t, stores[i%2].Put(ctx, storetest.Sample(fmt.Sprintf("k%02d", i), "conv")))
+		assert.LessOrEqual(t, countFiles(t, filepath.Join(dir, "records")), 4)
+	}
+	for i := 16; i < 20; i++ {
+		_, err := stores[(i+1)%2].Get(ctx, fmt.Sprintf("k%02d", i))
+		assert.NoError(t, err, "record %d, among the newest four, was evicted", i)
+	}
 }
 
 func TestDiskEvictsByBytes(t *testing.T) {
