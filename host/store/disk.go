@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -111,11 +112,49 @@ type Disk struct {
 
 const recordFormat = 1
 
-// diskRecord is a record file: the format number lets a later version
-// tell an old file from a corrupt one.
-type diskRecord struct {
-	Format int     `json:"format"`
-	Record *Record `json:"record"`
+// recordHeader is a record file's first line. The Replacement follows the
+// newline as raw bytes, neither escaped nor base64-encoded, so a read
+// parses a few hundred bytes of JSON and copies the rest; its length in
+// the header tells a whole file from a cut or altered one. The format
+// number lets a later version tell an old file from a corrupt one.
+type recordHeader struct {
+	Format           int     `json:"format"`
+	ReplacementBytes int     `json:"replacement_bytes"`
+	Record           *Record `json:"record"`
+}
+
+func encodeRecord(rec *Record) ([]byte, error) {
+	bare := *rec
+	bare.Replacement = nil
+	head, err := json.Marshal(recordHeader{Format: recordFormat, ReplacementBytes: len(rec.Replacement), Record: &bare})
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(head)+1+len(rec.Replacement))
+	b = append(append(head, '\n'), rec.Replacement...)
+	return b, nil
+}
+
+func decodeRecord(b []byte, key string) (*Record, error) {
+	head, rest, ok := bytes.Cut(b, []byte{'\n'})
+	if !ok {
+		return nil, errors.New("no header line")
+	}
+	var h recordHeader
+	if err := json.Unmarshal(head, &h); err != nil {
+		return nil, err
+	}
+	switch {
+	case h.Format != recordFormat:
+		return nil, fmt.Errorf("format %d, this version reads %d", h.Format, recordFormat)
+	case h.Record == nil || h.Record.Key != key:
+		return nil, errors.New("the file holds another key's record")
+	case h.ReplacementBytes != len(rest):
+		return nil, fmt.Errorf("%d replacement bytes, the header says %d", len(rest), h.ReplacementBytes)
+	}
+	// rest is this call's own buffer, so the record may keep it.
+	h.Record.Replacement = rest
+	return h.Record, nil
 }
 
 // OpenDisk opens (creating it if need be) the store in dir.
@@ -184,22 +223,16 @@ func (d *Disk) read(key string) (*Record, error) {
 	if err != nil {
 		return nil, d.unavailable(err)
 	}
-	var f diskRecord
-	if err := json.Unmarshal(b, &f); err != nil {
+	rec, err := decodeRecord(b, key)
+	if err != nil {
 		return nil, d.corrupt(path, err)
 	}
-	switch {
-	case f.Format != recordFormat:
-		return nil, d.corrupt(path, fmt.Errorf("format %d, this version reads %d", f.Format, recordFormat))
-	case f.Record == nil || f.Record.Key != key:
-		return nil, d.corrupt(path, errors.New("the file holds another key's record"))
-	}
-	return f.Record, nil
+	return rec, nil
 }
 
-// recordFileLimit allows for the base64 and JSON around the Replacement.
+// recordFileLimit allows for the header and the escapes of the Summary.
 func (d *Disk) recordFileLimit() int64 {
-	return int64(d.opts.MaxRecordBytes)*4/3 + 64<<10
+	return int64(d.opts.MaxRecordBytes)*2 + 64<<10
 }
 
 func (d *Disk) Latest(ctx context.Context, conversation string) (*Record, error) {
@@ -238,7 +271,7 @@ func (d *Disk) Put(ctx context.Context, rec *Record) error {
 	if err := rec.Check(); err != nil {
 		return err
 	}
-	b, err := json.Marshal(diskRecord{Format: recordFormat, Record: rec})
+	b, err := encodeRecord(rec)
 	if err != nil {
 		return fmt.Errorf("store: encode record %q: %w", rec.Key, err)
 	}
@@ -392,12 +425,13 @@ func (d *Disk) dropPointer(path string) {
 	if err != nil {
 		return
 	}
-	var f diskRecord
-	if json.Unmarshal(b, &f) != nil || f.Record == nil || f.Record.Conversation == "" {
+	var h recordHeader
+	head, _, _ := bytes.Cut(b, []byte{'\n'})
+	if json.Unmarshal(head, &h) != nil || h.Record == nil || h.Record.Conversation == "" {
 		return // a corrupt record's pointer goes in sweepPointers
 	}
-	pointer := d.latestPath(f.Record.Conversation)
-	if key, err := readLimited(pointer, MaxIDBytes); err == nil && string(key) == f.Record.Key {
+	pointer := d.latestPath(h.Record.Conversation)
+	if key, err := readLimited(pointer, MaxIDBytes); err == nil && string(key) == h.Record.Key {
 		os.Remove(pointer)
 	}
 }
@@ -616,12 +650,18 @@ func readLimited(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	info, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > limit {
+	if info.Size() > limit {
 		return nil, fmt.Errorf("%s: %w of %d bytes", path, errTooLarge, limit)
+	}
+	// The size read is the open file's: a rename over path since the
+	// open does not change it.
+	b := make([]byte, info.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return b, nil
 }

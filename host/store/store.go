@@ -9,9 +9,11 @@
 // Latest, then a hash of the request's first FoldedCount messages compared
 // with the record's PrefixHash.
 //
-// Implementations: Memory (tests and single processes), the embedded disk
-// store (the default) and Redis (package redisstore), all checked by the
-// same conformance kit (package storetest).
+// Implementations: Memory (tests and single processes), Disk (OpenDisk:
+// the embedded default, shared by the processes of one machine) and Redis
+// (package redisstore, shared by replicas), all checked by the same
+// conformance kit (package storetest). Package storeopen opens the one a
+// store URL names, so that this package links no database client.
 package store
 
 import (
