@@ -64,8 +64,8 @@ func (m *Memory) Put(ctx context.Context, rec *Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if rec.Key == "" {
-		return fmt.Errorf("store: a record needs a key")
+	if err := rec.Check(); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -78,6 +78,9 @@ func (m *Memory) Put(ctx context.Context, rec *Record) error {
 
 func (m *Memory) Lock(ctx context.Context, conversation string, lease time.Duration) (Lock, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := CheckLock(conversation, lease); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
