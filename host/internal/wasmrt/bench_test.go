@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 )
 
@@ -15,18 +17,15 @@ import (
 func BenchmarkGoPluginCall(b *testing.B) {
 	m := load(b, newEngine(b, Config{MaxInstances: 1}), testplug(b))
 	frame, err := abi.Encode(&abi.TruncateRequest{Category: "noop", Content: []byte("ok"), MaxTokens: 2})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	for name, call := range map[string]struct {
 		export string
 		frame  []byte
 	}{"truncate-noop": {abi.ExportTruncate, frame}, "info": {abi.ExportInfo, nil}} {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := m.Call(context.Background(), nil, call.export, call.frame); err != nil {
-					b.Fatal(err)
-				}
+				_, err := m.Call(context.Background(), nil, call.export, call.frame)
+				require.NoError(b, err)
 			}
 		})
 	}
