@@ -3,7 +3,6 @@ package wasmrt
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"runtime"
 	"testing"
