@@ -184,9 +184,11 @@ func (c *checker) section(id byte, r *wasmReader) {
 		// An entry is a type, a mutability and an expression: the count
 		// alone bounds what the decoder allocates.
 		c.count(r, "globals", 3, maxGlobals)
+		c.countOnly(r)
 		return
 	case secExport:
 		c.count(r, "exports", 3, maxExports)
+		c.countOnly(r)
 		return
 	case secElement:
 		n := c.count(r, "element segments", 2, maxElemSegments)
@@ -213,12 +215,21 @@ func (c *checker) section(id byte, r *wasmReader) {
 		// (13) have fixed-size entries.
 		if id == secTag {
 			c.count(r, "tags", 2, maxTypes)
+			c.countOnly(r)
 		}
 		return
 	}
 	if r.err == nil && c.err == nil && r.i != len(r.b) {
 		r.fail("section %d has %d bytes after its last entry", id, len(r.b)-r.i)
 	}
+	if c.err == nil {
+		c.err = r.err
+	}
+}
+
+// countOnly ends a section whose entries are not read: its count is all
+// that sizes wazero's allocation.
+func (c *checker) countOnly(r *wasmReader) {
 	if c.err == nil {
 		c.err = r.err
 	}

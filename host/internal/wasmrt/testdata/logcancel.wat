@@ -1,4 +1,4 @@
-;; logcancel.wasm: a plugin whose truncate logs a line and then answers with a
+;; logcancel.wasm: a plugin whose calls log a line and then answers with a
 ;; pointer outside its memory. The tests' logger cancels the call's context on
 ;; that line, so the call ends with its context done and a malformed answer:
 ;; the caller must get its deadline, not a malformed-output error.
@@ -22,7 +22,9 @@
   (func (export "compact_v1_info") (result i64)
     (i64.or (i64.shl (i64.const 1024) (i64.const 32)) (i64.const 122)))
   (data (i32.const 2048) "cancel")
-  (func (export "compact_v1_truncate") (param i32 i32) (result i64)
+  (func $answer (result i64)
     (call $log (i32.const 0) (i32.const 2048) (i32.const 6))
     (i64.or (i64.shl (i64.const 0xfff00000) (i64.const 32)) (i64.const 100)))
+  (func (export "compact_v1_summarize") (param i32 i32) (result i64) (call $answer))
+  (func (export "compact_v1_truncate") (param i32 i32) (result i64) (call $answer))
 )
