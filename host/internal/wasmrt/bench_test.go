@@ -30,3 +30,49 @@ func BenchmarkGoPluginCall(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoadDeepNesting loads, in a new engine each time, a plugin
+// with a function nesting 100,000 blocks: what a cold load of it costs
+// before the host's verdict. wazero alone took 40 s to over ten minutes
+// to compile it.
+//
+//	go test -run '^$' -bench LoadDeepNesting -benchtime 3x ./host/internal/wasmrt/
+func BenchmarkLoadDeepNesting(b *testing.B) {
+	bin := nestedModule(100_000)
+	for b.Loop() {
+		_, err := newEngine(b, Config{}).Load(context.Background(), "deep.wasm", bin)
+		require.Error(b, err)
+	}
+}
+
+// nestedModule is a plugin whose fifth function nests depth blocks.
+func nestedModule(depth int) []byte {
+	section := func(out []byte, id byte, body []byte) []byte {
+		out = appendU32(append(out, id), uint32(len(body)))
+		return append(out, body...)
+	}
+	name := func(out []byte, s string) []byte { return append(appendU32(out, uint32(len(s))), s...) }
+	out := []byte("\x00asm\x01\x00\x00\x00")
+	out = section(out, 1, []byte{4, 0x60, 0, 0, 0x60, 1, 0x7f, 1, 0x7f, 0x60, 1, 0x7f, 0, 0x60, 0, 1, 0x7e})
+	out = section(out, 3, []byte{5, 0, 1, 2, 3, 0})
+	out = section(out, 5, []byte{1, 0, 1})
+	exports := []byte{5}
+	for i, n := range []string{"memory", "compact_plugin_abi_v1", "compact_v1_alloc", "compact_v1_free", "compact_v1_info"} {
+		kind, index := byte(0), byte(i-1)
+		if i == 0 {
+			kind, index = 2, 0
+		}
+		exports = append(name(exports, n), kind, index)
+	}
+	out = section(out, 7, exports)
+	deep := []byte{0}
+	for range depth {
+		deep = append(deep, 0x02, 0x40)
+	}
+	for range depth + 1 {
+		deep = append(deep, 0x0b)
+	}
+	code := []byte{5, 2, 0, 0x0b, 4, 0, 0x41, 0, 0x0b, 2, 0, 0x0b, 4, 0, 0x42, 0, 0x0b}
+	code = append(appendU32(code, uint32(len(deep))), deep...)
+	return section(out, 10, code)
+}
