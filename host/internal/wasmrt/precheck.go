@@ -267,9 +267,14 @@ func (c *checker) types(r *wasmReader) {
 func (c *checker) imports(r *wasmReader) {
 	n := c.count(r, "imports", 4, maxImports)
 	for i := 0; i < n && r.err == nil && c.err == nil; i++ {
-		r.name()
-		r.name()
-		switch kind := r.byte(); kind {
+		module, name := r.name(), r.name()
+		kind := r.byte()
+		if kind != 0x00 && r.err == nil && c.err == nil {
+			// wazero would refuse the link at every instantiation, which
+			// the host would report as a trap of each call.
+			c.err = fmt.Errorf("imports %s %s.%s; the host provides functions only", importKinds[kind], module, name)
+		}
+		switch kind {
 		case 0x00:
 			r.u32()
 			if c.shape.importedFuncs++; c.shape.importedFuncs > maxFunctions {
@@ -290,6 +295,8 @@ func (c *checker) imports(r *wasmReader) {
 		}
 	}
 }
+
+var importKinds = map[byte]string{0x01: "the table", 0x02: "the memory", 0x03: "the global", 0x04: "the tag"}
 
 // table reads a table type, in the definition's 0x40 0x00 form (with an
 // initialiser) too when defined.
