@@ -38,15 +38,16 @@ func BenchmarkGoPluginCall(b *testing.B) {
 //
 //	go test -run '^$' -bench LoadDeepNesting -benchtime 3x ./host/internal/wasmrt/
 func BenchmarkLoadDeepNesting(b *testing.B) {
-	bin := nestedModule(100_000)
+	bin := nestedModule(1, 100_000)
 	for b.Loop() {
 		_, err := newEngine(b, Config{}).Load(context.Background(), "deep.wasm", bin)
 		require.Error(b, err)
 	}
 }
 
-// nestedModule is a plugin whose fifth function nests depth blocks.
-func nestedModule(depth int) []byte {
+// nestedModule is a plugin with, after its four ABI functions, n
+// functions each nesting depth blocks.
+func nestedModule(n, depth int) []byte {
 	section := func(out []byte, id byte, body []byte) []byte {
 		out = appendU32(append(out, id), uint32(len(body)))
 		return append(out, body...)
@@ -54,7 +55,12 @@ func nestedModule(depth int) []byte {
 	name := func(out []byte, s string) []byte { return append(appendU32(out, uint32(len(s))), s...) }
 	out := []byte("\x00asm\x01\x00\x00\x00")
 	out = section(out, 1, []byte{4, 0x60, 0, 0, 0x60, 1, 0x7f, 1, 0x7f, 0x60, 1, 0x7f, 0, 0x60, 0, 1, 0x7e})
-	out = section(out, 3, []byte{5, 0, 1, 2, 3, 0})
+	funcs := appendU32(nil, uint32(4+n))
+	funcs = append(funcs, 0, 1, 2, 3)
+	for range n {
+		funcs = append(funcs, 0)
+	}
+	out = section(out, 3, funcs)
 	out = section(out, 5, []byte{1, 0, 1})
 	exports := []byte{5}
 	for i, n := range []string{"memory", "compact_plugin_abi_v1", "compact_v1_alloc", "compact_v1_free", "compact_v1_info"} {
@@ -72,7 +78,10 @@ func nestedModule(depth int) []byte {
 	for range depth + 1 {
 		deep = append(deep, 0x0b)
 	}
-	code := []byte{5, 2, 0, 0x0b, 4, 0, 0x41, 0, 0x0b, 2, 0, 0x0b, 4, 0, 0x42, 0, 0x0b}
-	code = append(appendU32(code, uint32(len(deep))), deep...)
+	code := appendU32(nil, uint32(4+n))
+	code = append(code, 2, 0, 0x0b, 4, 0, 0x41, 0, 0x0b, 2, 0, 0x0b, 4, 0, 0x42, 0, 0x0b)
+	for range n {
+		code = append(appendU32(code, uint32(len(deep))), deep...)
+	}
 	return section(out, 10, code)
 }

@@ -83,11 +83,19 @@ func TestPrecheckRefusesDeclarationsOverTheLimits(t *testing.T) {
 		assert.ErrorIs(t, err, errOverLimit, name)
 		assert.ErrorContains(t, err, want, name)
 	}
+	// Nesting within the depth limit in each function, but too much in
+	// all: the sum of depths is what wazero's compile time follows.
+	_, err := precheck(nestedModule(8, maxNesting-1))
+	assert.NoError(t, err, "8 functions nesting 1,999 blocks")
+	_, err = precheck(nestedModule(9, maxNesting-1))
+	assert.ErrorIs(t, err, errOverLimit)
+	assert.ErrorContains(t, err, "the depths of the module's blocks sum to more than 16777216, the limit (in function 12")
+
 	// A count the bytes after it cannot hold is refused as malformed
 	// whatever its limit: here 500,000 globals in five bytes.
 	bin := append([]byte("\x00asm\x01\x00\x00\x00\x06\x08"), appendU32(nil, 500_000)...)
 	bin = append(bin, 0x7f, 0x00, 0x41, 0x00, 0x0b)
-	_, err := precheck(bin)
+	_, err = precheck(bin)
 	assert.ErrorIs(t, err, errMalformed)
 	assert.ErrorContains(t, err, "globals: 500000 declared, but only 5 bytes follow")
 }

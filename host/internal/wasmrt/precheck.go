@@ -439,7 +439,7 @@ func (c *checker) function(r *wasmReader, index int) {
 			}
 			c.shape.depth = max(c.shape.depth, depth)
 			if c.shape.depthSum += int64(depth); c.shape.depthSum > maxNestingWork {
-				c.over("blocks nest %d deep in all, summed over every block, over the limit of %d", c.shape.depthSum, maxNestingWork)
+				c.over("the depths of the module's blocks sum to more than %d, the limit (in function %d, offset %d)", maxNestingWork, index, at)
 				return
 			}
 		case 0x0b, 0x18: // end, delegate
