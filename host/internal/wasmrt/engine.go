@@ -6,12 +6,15 @@ package wasmrt
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/compact-host/compact-host/host/internal/pluginapi"
 )
 
 // Defaults of Config.
@@ -109,34 +112,56 @@ func NewEngine(cfg Config) (*Engine, error) {
 // its caller nothing past the deadline.
 func (e *Engine) Load(ctx context.Context, path string, bin []byte) (*Module, error) {
 	key := moduleKey(sha256.Sum256(bin))
-	e.mu.Lock()
-	s, ok := e.modules[key]
-	if ok {
+	for {
+		e.mu.Lock()
+		s, ok := e.modules[key]
+		if !ok {
+			s = &shared{ready: make(chan struct{})}
+			e.modules[key] = s
+		}
 		s.refs++
 		e.mu.Unlock()
+		if !ok {
+			s.mod, s.err = e.compile(ctx, path, bin)
+			if s.err != nil {
+				// Later loads compile afresh: the failure may be this
+				// caller's deadline.
+				e.mu.Lock()
+				if e.modules[key] == s {
+					delete(e.modules, key)
+				}
+				e.mu.Unlock()
+			}
+			close(s.ready)
+		}
 		select {
 		case <-s.ready:
 		case <-ctx.Done():
 			e.release(key, s)
-			return nil, ctx.Err()
+			return nil, &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Path: path, Op: "load",
+				Err: fmt.Errorf("waiting for another load of the same module: %w", ctx.Err())}
 		}
-		if s.err != nil {
-			e.release(key, s)
-			return nil, s.err
+		if s.err == nil {
+			return &Module{module: s.mod, release: func() { e.release(key, s) }}, nil
 		}
-		return &Module{module: s.mod, release: func() { e.release(key, s) }}, nil
-	}
-	s = &shared{ready: make(chan struct{}), refs: 1}
-	e.modules[key] = s
-	e.mu.Unlock()
-
-	s.mod, s.err = e.compile(ctx, path, bin)
-	close(s.ready)
-	if s.err != nil {
 		e.release(key, s)
-		return nil, s.err
+		if ok && errors.Is(s.err, pluginapi.ErrDeadlineExceeded) && ctx.Err() == nil {
+			continue // the deadline was the other caller's, not this one's
+		}
+		return nil, asDeadline(ctx, path, "load", s.err)
 	}
-	return &Module{module: s.mod, release: func() { e.release(key, s) }}, nil
+}
+
+// asDeadline reports err as a deadline error when ctx is done: whatever
+// the runtime said as the context ended (a trap from the interrupt check,
+// a closed module, an exit code, a compilation cut short) is its
+// consequence, and the caller must be able to tell its own deadline from
+// a broken plugin.
+func asDeadline(ctx context.Context, path, op string, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, pluginapi.ErrDeadlineExceeded) {
+		return err
+	}
+	return &pluginapi.Error{Kind: pluginapi.ErrDeadlineExceeded, Path: path, Op: op, Err: fmt.Errorf("%w (%v)", ctx.Err(), err)}
 }
 
 // release drops one handle of s, closing the module with the last one.

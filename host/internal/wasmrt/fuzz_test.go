@@ -2,8 +2,9 @@ package wasmrt
 
 import (
 	"context"
-	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
 )
@@ -18,18 +19,14 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
 	e, err := NewEngine(Config{MemoryLimitPages: 16})
-	if err != nil {
-		f.Fatal(err)
-	}
+	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, bin []byte) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2e9)
 		defer cancel()
 		m, err := e.Load(ctx, "fuzz.wasm", bin)
 		if err != nil {
 			var pe *pluginapi.Error
-			if !errors.As(err, &pe) {
-				t.Fatalf("untyped error %T: %v", err, err)
-			}
+			require.ErrorAs(t, err, &pe, "untyped error")
 			return
 		}
 		m.Close()

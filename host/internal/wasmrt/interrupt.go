@@ -248,33 +248,40 @@ func addExports(body []byte, global uint32, start int64) ([]byte, error) {
 	return out, nil
 }
 
-func countImportedGlobals(body []byte) (int, error) {
+func countImportedGlobals(body []byte) (int, error) { return countImports(body, 0x03) }
+
+// countImports counts the imports of one kind (0x00 function, 0x01
+// table, 0x02 memory, 0x03 global, 0x04 tag) in an import section.
+func countImports(body []byte, want byte) (int, error) {
 	r := &wasmReader{b: body}
 	n := r.u32()
-	globals := 0
+	count := 0
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		r.name()
 		r.name()
-		switch kind := r.byte(); kind {
+		kind := r.byte()
+		switch kind {
 		case 0x00: // function: type index
 			r.u32()
 		case 0x01: // table: reference type, limits
-			r.byte()
+			r.valueType()
 			r.limits()
 		case 0x02: // memory
 			r.limits()
 		case 0x03: // global: value type, mutability
+			r.valueType()
 			r.byte()
-			r.byte()
-			globals++
 		case 0x04: // tag: attribute, type index
 			r.byte()
 			r.u32()
 		default:
 			r.fail("import kind %#x", kind)
 		}
+		if kind == want {
+			count++
+		}
 	}
-	return globals, r.err
+	return count, r.err
 }
 
 // instrumentCode rewrites every function body of a code section.
@@ -337,11 +344,17 @@ type wasmReader struct {
 	b   []byte
 	i   int
 	err error
+	// base is what the errors wrap: errNotInstrumentable when nil.
+	base error
 }
 
 func (r *wasmReader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: offset %d: %s", errNotInstrumentable, r.i, fmt.Sprintf(format, args...))
+		base := r.base
+		if base == nil {
+			base = errNotInstrumentable
+		}
+		r.err = fmt.Errorf("%w: offset %d: %s", base, r.i, fmt.Sprintf(format, args...))
 	}
 	r.i = len(r.b)
 }
@@ -438,15 +451,16 @@ func (r *wasmReader) memarg() {
 // opcode this reader does not know.
 func (r *wasmReader) immediates(op byte) {
 	switch {
-	case op == 0x00, op == 0x01, op == 0x05, op == 0x0a, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b,
-		op >= 0x45 && op <= 0xc4, op == 0xd1:
+	case op == 0x00, op == 0x01, op == 0x05, op == 0x0a, op == 0x0b, op == 0x0f, op == 0x19, op == 0x1a, op == 0x1b,
+		op >= 0x45 && op <= 0xc4, op == 0xd1, op == 0xd3, op == 0xd4:
 		// no immediates
-	case op == 0x02, op == 0x04: // block, if
+	case op == 0x02, op == 0x03, op == 0x04, op == 0x06: // block, loop, if, try
 		r.blockType()
 	case op == 0x0c, op == 0x0d, op == 0x08, // br, br_if, throw
-		op >= 0x20 && op <= 0x26, // local.*, global.*, table.get/set
-		op == 0x10, op == 0x12,   // call, return_call
-		op == 0xd2: // ref.func
+		op == 0x07, op == 0x09, op == 0x18, // catch, rethrow, delegate
+		op >= 0x20 && op <= 0x26,                       // local.*, global.*, table.get/set
+		op == 0x10, op == 0x12, op == 0x14, op == 0x15, // call, return_call, call_ref, return_call_ref
+		op == 0xd2, op == 0xd5, op == 0xd6: // ref.func, br_on_null, br_on_non_null
 		r.u32()
 	case op == 0x0e: // br_table
 		n := r.u32()
@@ -488,7 +502,7 @@ func (r *wasmReader) immediates(op byte) {
 	case op == 0x44:
 		r.bytes(8)
 	case op == 0xd0: // ref.null: heap type
-		r.byte()
+		r.leb(5)
 	case op == 0xfc:
 		r.prefixFC()
 	case op == 0xfd:

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -60,11 +62,22 @@ var (
 
 const wasiModule = wasi_snapshot_preview1.ModuleName
 
+// memoryExport is the name of the memory every plugin exports
+// (abi/README.md, Exports).
+const memoryExport = "memory"
+
 func (e *Engine) compile(ctx context.Context, path string, bin []byte) (*module, error) {
 	cfg := e.cfg
 	fail := func(kind error, format string, args ...any) (*module, error) {
 		return nil, &pluginapi.Error{Kind: kind, Path: path, Op: "load", Err: fmt.Errorf(format, args...)}
 	}
+	// Nothing of the module reaches wazero before its declarations are
+	// known to be within the limits (precheck.go).
+	shape, err := precheck(bin)
+	if err != nil {
+		return fail(pluginapi.ErrInvalidPlugin, "%w", err)
+	}
+	bin = boundTables(bin, shape)
 	// The runtime allows the whole 32-bit space and the instance's memory
 	// allocator (limitedMemory) enforces the plugin's limit instead: wazero
 	// refuses a grow past its own limit without telling anyone, while the
@@ -92,26 +105,26 @@ func (e *Engine) compile(ctx context.Context, path string, bin []byte) (*module,
 	m.rt = newRuntime(closeOnDone)
 	ok := false
 	defer func() {
-		if !ok {
+		if !ok && m.rt != nil {
 			_ = m.rt.Close(context.Background())
 		}
 	}()
-	compiled, err := m.rt.CompileModule(ctx, code)
-	if err != nil && m.interruptible {
+	compiled, err := m.compileWithin(ctx, code)
+	if err != nil && m.interruptible && ctx.Err() == nil {
 		// The rewrite made something the compiler refuses: run the
 		// module as it came, under wazero's check.
 		m.logger.Debug("instrumented plugin failed to compile", "err", err)
 		_ = m.rt.Close(context.Background())
 		m.rt, m.interruptible = newRuntime(true), false
-		compiled, err = m.rt.CompileModule(ctx, bin)
+		compiled, err = m.compileWithin(ctx, bin)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return fail(pluginapi.ErrDeadlineExceeded, "compile: %w (%v)", ctx.Err(), err)
+		}
 		return fail(pluginapi.ErrInvalidPlugin, "compile: %w", err)
 	}
 	m.compiled = compiled
-	if err := checkTables(bin); err != nil {
-		return fail(pluginapi.ErrInvalidPlugin, "%w", err)
-	}
 	if err := m.checkABI(); err != nil {
 		return nil, &pluginapi.Error{Kind: errorKind(err), Path: path, Op: "load", Err: err}
 	}
@@ -120,6 +133,9 @@ func (e *Engine) compile(ctx context.Context, path string, bin []byte) (*module,
 	}
 	if err := m.instantiateHostModule(ctx); err != nil {
 		return fail(pluginapi.ErrInvalidPlugin, "instantiate %s: %w", abi.HostModule, err)
+	}
+	if err := m.checkImports(); err != nil {
+		return fail(pluginapi.ErrInvalidPlugin, "%w", err)
 	}
 	m.idle = make(chan *instance, cfg.MaxInstances)
 	m.slots = make(chan struct{}, cfg.MaxInstances)
@@ -142,6 +158,44 @@ func (e *Engine) compile(ctx context.Context, path string, bin []byte) (*module,
 	m.logger = m.logger.With("plugin", m.info.Name)
 	ok = true
 	return m, nil
+}
+
+// compileWithin compiles code in m's runtime and returns when ctx is done
+// even while wazero still compiles: its compiler looks at ctx only
+// between functions, and not at all in its decoder and validator. The
+// abandoned compilation finishes in the background (precheck bounds what
+// it costs) and closes the runtime; m.rt is then nil.
+func (m *module) compileWithin(ctx context.Context, code []byte) (wazero.CompiledModule, error) {
+	// With more than one worker wazero's compiler also stops between
+	// functions once ctx is done, so an abandoned compilation ends soon.
+	ctx = experimental.WithCompilationWorkers(ctx, max(2, runtime.GOMAXPROCS(0)))
+	if ctx.Done() == nil {
+		return m.rt.CompileModule(ctx, code)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type result struct {
+		compiled wazero.CompiledModule
+		err      error
+	}
+	done := make(chan result, 1)
+	rt := m.rt
+	go func() {
+		c, err := rt.CompileModule(ctx, code)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		return r.compiled, r.err
+	case <-ctx.Done():
+		m.rt = nil
+		go func() {
+			<-done
+			_ = rt.Close(context.Background())
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // Info is what the plugin said about itself at load.
@@ -189,6 +243,8 @@ func (m *module) checkABI() error {
 	}
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	signatures := map[string][2][]api.ValueType{
+		abi.ExportMarker:    {nil, nil},
+		"_initialize":       {nil, nil},
 		abi.ExportAlloc:     {{i32}, {i32}},
 		abi.ExportFree:      {{i32}, nil},
 		abi.ExportInfo:      {nil, {i64}},
@@ -212,9 +268,36 @@ func (m *module) checkABI() error {
 			return fmt.Errorf("does not export %s", name)
 		}
 	}
-	for _, mem := range m.compiled.ExportedMemories() {
-		if mem.Min() > m.cfg.MemoryLimitPages {
-			return fmt.Errorf("memory starts at %d pages, over the limit of %d", mem.Min(), m.cfg.MemoryLimitPages)
+	// The host reads requests and answers through the memory the ABI
+	// names; without it every pointer would be into nothing.
+	mem, ok := m.compiled.ExportedMemories()[memoryExport]
+	if !ok {
+		return fmt.Errorf("does not export its memory as %q (the ABI's memory export)", memoryExport)
+	}
+	if mem.Min() > m.cfg.MemoryLimitPages {
+		return fmt.Errorf("memory starts at %d pages, over the limit of %d", mem.Min(), m.cfg.MemoryLimitPages)
+	}
+	return nil
+}
+
+// checkImports holds every imported function to the signature of the
+// host function it names, once the host modules are in the runtime: a
+// mismatch is a load error naming the import, not a failed instance at
+// the first call.
+func (m *module) checkImports() error {
+	for _, f := range m.compiled.ImportedFunctions() {
+		modName, name, _ := f.Import()
+		host := m.rt.Module(modName)
+		if host == nil {
+			return fmt.Errorf("imports module %q, which the host does not provide", modName)
+		}
+		def, ok := host.ExportedFunctionDefinitions()[name]
+		if !ok {
+			return fmt.Errorf("imports %s.%s, which the host does not provide", modName, name)
+		}
+		if !equalTypes(def.ParamTypes(), f.ParamTypes()) || !equalTypes(def.ResultTypes(), f.ResultTypes()) {
+			return fmt.Errorf("imports %s.%s as %v -> %v, but the host's is %v -> %v", modName, name,
+				typeNames(f.ParamTypes()), typeNames(f.ResultTypes()), typeNames(def.ParamTypes()), typeNames(def.ResultTypes()))
 		}
 	}
 	return nil
@@ -246,6 +329,28 @@ type instance struct {
 	// interrupt is the global of the host's interrupt check, when the
 	// module has it: setting it to 1 stops the running call.
 	interrupt api.MutableGlobal
+	// wake is the Done channel of the context of the call (or the
+	// instantiation) the instance is serving, which ends its sleeps.
+	wake <-chan struct{}
+}
+
+// sleep is the instance's WASI sleep (poll_oneoff with a clock
+// subscription): it ends at the deadline of the call it serves, and then
+// ends that call, as wazero's check would at the next loop head. Without
+// it a plugin asking to sleep an hour held its caller (a serve worker, a
+// CLI waiting to exit on SIGTERM) for an hour: time.Sleep honours no
+// context. It runs on the goroutine of the call, which set wake.
+func (inst *instance) sleep(ns int64) {
+	if ns <= 0 {
+		return
+	}
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-inst.wake:
+		panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+	}
 }
 
 func (m *module) newInstance(ctx context.Context) (*instance, error) {
@@ -265,11 +370,12 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 		WithStderr(teeWriter{stderr, inst.stderrTail}).
 		WithSysWalltime().
 		WithSysNanotime().
-		WithSysNanosleep().
+		WithNanosleep(inst.sleep).
 		WithRandSource(rand.Reader)
 	if m.interruptible {
 		config = config.WithStartFunctions() // run below, where they can be interrupted
 	}
+	inst.wake = ctx.Done()
 	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, alloc), m.compiled, config)
 	if err != nil {
 		return nil, m.callError(ctx, inst, "instantiate", err)
@@ -352,6 +458,14 @@ type callState struct {
 // answer frame. ctx bounds the call: when it is done the module's code is
 // stopped and the instance discarded. svc answers the plugin's host calls.
 func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string, frame []byte) ([]byte, error) {
+	out, err := m.callExport(ctx, svc, export, frame)
+	if err != nil {
+		err = asDeadline(ctx, "", pluginapi.OpName(export), err)
+	}
+	return out, err
+}
+
+func (m *module) callExport(ctx context.Context, svc pluginapi.Services, export string, frame []byte) ([]byte, error) {
 	inst, err := m.get(ctx)
 	if err != nil {
 		return nil, err
@@ -362,6 +476,7 @@ func (m *module) Call(ctx context.Context, svc pluginapi.Services, export string
 		return nil, &pluginapi.Error{Kind: pluginapi.ErrPluginError, Op: pluginapi.OpName(export),
 			Err: abi.Errorf(abi.CodeUnsupported, "plugin does not export %s", export)}
 	}
+	inst.wake = ctx.Done()
 	callCtx := context.WithValue(ctx, callKey{}, &callState{svc: svc})
 	if m.interruptible && ctx.Done() != nil {
 		return m.callInterruptible(callCtx, inst, fn, export, frame)

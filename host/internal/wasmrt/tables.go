@@ -1,73 +1,94 @@
 package wasmrt
 
-import (
-	"errors"
-	"fmt"
-)
+// A table can grow at run time (table.grow) up to its declared maximum,
+// or, with none, up to wazero's own bound of 2^27 elements: a few
+// instructions made the host allocate gigabytes outside the plugin's
+// memory limit. Go's linker declares its table without a maximum, so
+// refusing such tables would refuse every Go plugin. Instead the host
+// writes a maximum into the table section before compiling: each table
+// keeps its declared maximum when it fits, and otherwise gets its
+// initial size plus an equal share of what maxTableElements leaves after
+// every table's initial size. table.grow past the maximum returns -1, as
+// the spec lets any grow fail; neither Go nor C toolchains grow tables.
 
-// maxTableElements bounds the initial size of a module's tables. wazero
-// allocates a table's elements in host memory at instantiation, outside
-// the linear-memory limit: a module declaring a table of 2^27 entries
-// would take 1 GiB of the host's memory per instance. A Go-built plugin
-// declares a few thousand.
-const maxTableElements = 1 << 20
-
-// checkTables reads the table section of a wasm binary and refuses tables
-// whose initial size is over maxTableElements. The binary has already been
-// compiled, so it is well formed; the parser still checks every length.
-func checkTables(bin []byte) error {
-	if len(bin) < 8 {
-		return errors.New("too short")
+// boundTables returns bin with every defined table's maximum within the
+// share described above, or bin itself when every table already has
+// one. shape is what precheck read of bin.
+func boundTables(bin []byte, shape *moduleShape) []byte {
+	if len(shape.tables) == 0 {
+		return bin
 	}
-	p := bin[8:]
-	for len(p) > 0 {
-		id := p[0]
-		size, n := uleb(p[1:])
-		if n == 0 || uint64(len(p)-1-n) < size {
-			return errors.New("section runs past the end")
-		}
-		payload := p[1+n : 1+n+int(size)]
-		p = p[1+n+int(size):]
-		if id != 4 { // the table section
-			continue
-		}
-		count, n := uleb(payload)
-		payload = payload[n:]
-		for i := uint64(0); i < count; i++ {
-			if len(payload) < 2 {
-				return errors.New("table entry runs past the section")
-			}
-			// reftype, then limits: a flag byte (bit 0: max present,
-			// bit 2: 64-bit) and the minimum.
-			flags := payload[1]
-			min, n := uleb(payload[2:])
-			if n == 0 {
-				return errors.New("table limits run past the section")
-			}
-			if flags&0x04 != 0 || min > maxTableElements {
-				return fmt.Errorf("table %d starts with %d elements, over the limit of %d", i, min, maxTableElements)
-			}
-			payload = payload[2+n:]
-			if flags&0x01 != 0 {
-				if _, n = uleb(payload); n == 0 {
-					return errors.New("table limits run past the section")
-				}
-				payload = payload[n:]
-			}
-		}
+	var sum int64
+	for _, t := range shape.tables {
+		sum += t.min
 	}
-	return nil
+	share := (maxTableElements - sum) / int64(len(shape.tables))
+	bound := func(t tableLimits) int64 {
+		if t.max >= 0 && t.max <= t.min+share {
+			return t.max
+		}
+		return t.min + share
+	}
+	changed := false
+	for _, t := range shape.tables {
+		changed = changed || bound(t) != t.max
+	}
+	if !changed {
+		return bin
+	}
+	// Tables are numbered imports first; precheck refuses a module whose
+	// sections it cannot read, so this walk reads what it already read.
+	imported := 0
+	out := make([]byte, 0, len(bin)+8*len(shape.tables))
+	out = append(out, bin[:8]...)
+	r := &wasmReader{b: bin, i: 8, base: errMalformed}
+	for r.i < len(r.b) && r.err == nil {
+		id := r.byte()
+		size := int(r.u32())
+		body := r.bytes(size)
+		if r.err != nil {
+			break
+		}
+		switch id {
+		case secImport:
+			n, _ := countImports(body, 0x01)
+			imported = n
+		case secTable:
+			body = rewriteTableSection(body, shape.tables[imported:], bound)
+		}
+		out = append(out, id)
+		out = appendU32(out, uint32(len(body)))
+		out = append(out, body...)
+	}
+	if r.err != nil {
+		return bin // unreachable after precheck; wazero reports it
+	}
+	return out
 }
 
-// uleb decodes an unsigned LEB128 number, returning it and the bytes it
-// took, or 0 bytes when it is truncated or longer than 64 bits.
-func uleb(b []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
-		v |= uint64(b[i]&0x7f) << (7 * i)
-		if b[i]&0x80 == 0 {
-			return v, i + 1
+// rewriteTableSection re-encodes each table's limits as (min, bound(t)).
+func rewriteTableSection(body []byte, tables []tableLimits, bound func(tableLimits) int64) []byte {
+	r := &wasmReader{b: body, base: errMalformed}
+	n := int(r.u32())
+	out := appendU32(make([]byte, 0, len(body)+8*n), uint32(n))
+	for i := 0; i < n && i < len(tables) && r.err == nil; i++ {
+		start := r.i
+		withInit := r.i < len(r.b) && r.b[r.i] == 0x40
+		if withInit {
+			r.byte()
+			r.byte()
 		}
+		r.valueType()
+		out = append(out, body[start:r.i]...)
+		r.limits()
+		out = append(out, 0x01)
+		out = appendU32(out, uint32(tables[i].min))
+		out = appendU32(out, uint32(bound(tables[i])))
+		start = r.i
+		if withInit {
+			r.constExpr()
+		}
+		out = append(out, body[start:r.i]...)
 	}
-	return 0, 0
+	return append(out, body[r.i:]...)
 }

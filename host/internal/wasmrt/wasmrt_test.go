@@ -3,7 +3,6 @@ package wasmrt
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,13 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
 )
 
-// The hostile plugins are hand-written WAT; rebuild them with
-//
-//	cd testdata && for f in *.wat; do wat2wasm $f -o ${f%.wat}.wasm; done
+// The hostile plugins are hand-written WAT; rebuild them with `make
+// hostile` (wat2wasm, from Debian's wabt).
 //
 //go:embed testdata/*.wasm
 var hostile embed.FS
@@ -49,27 +50,21 @@ func testplug(t testing.TB) []byte {
 		}
 		testplugBin, testplugErr = os.ReadFile(out)
 	})
-	if testplugErr != nil {
-		t.Fatal(testplugErr)
-	}
+	require.NoError(t, testplugErr)
 	return testplugBin
 }
 
 func hostileBin(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := hostile.ReadFile("testdata/" + name + ".wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
 func newEngine(t testing.TB, cfg Config) *Engine {
 	t.Helper()
 	e, err := NewEngine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { e.Close(context.Background()) })
 	return e
 }
@@ -77,9 +72,7 @@ func newEngine(t testing.TB, cfg Config) *Engine {
 func load(t testing.TB, e *Engine, bin []byte) *Module {
 	t.Helper()
 	m, err := e.Load(context.Background(), "test.wasm", bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	return m
 }
@@ -87,9 +80,7 @@ func load(t testing.TB, e *Engine, bin []byte) *Module {
 func truncate(t testing.TB, ctx context.Context, m *Module, svc pluginapi.Services, category string, content []byte, maxTokens int) (*abi.TruncateResponse, error) {
 	t.Helper()
 	frame, err := abi.Encode(&abi.TruncateRequest{Category: category, Content: content, MaxTokens: maxTokens})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out, err := m.Call(ctx, svc, abi.ExportTruncate, frame)
 	if err != nil {
 		return nil, err
@@ -107,38 +98,31 @@ func (fakeModel) Complete(_ context.Context, req *abi.CompleteRequest) (*abi.Com
 func TestGoPluginRoundTrip(t *testing.T) {
 	m := load(t, newEngine(t, Config{}), testplug(t))
 	info := m.Info()
-	if info.Name != "testplug" || info.ABIMajor != abi.Major || !info.Has(abi.KindStrategy) || !info.Has(abi.KindTruncator) {
-		t.Fatalf("info = %+v", info)
-	}
+	assert.Equal(t, "testplug", info.Name)
+	assert.Equal(t, abi.Major, info.ABIMajor)
+	assert.True(t, info.Has(abi.KindStrategy) && info.Has(abi.KindTruncator), "kinds %v", info.Kinds)
 	content := []byte(strings.Repeat("héllo wörld\n", 1000))
 	resp, err := truncate(t, context.Background(), m, nil, "generic", content, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !resp.Truncated || len(resp.Content) > 400 || !strings.Contains(string(resp.Content), "omitted") {
-		t.Fatalf("truncate gave truncated=%v %d bytes: %q", resp.Truncated, len(resp.Content), resp.Content)
-	}
+	require.NoError(t, err)
+	assert.True(t, resp.Truncated)
+	assert.LessOrEqual(t, len(resp.Content), 400)
+	assert.Contains(t, string(resp.Content), "omitted")
 	resp, err = truncate(t, context.Background(), m, fakeModel{}, "callhost", []byte("the input"), 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := string(resp.Content); got != "model saw the input" {
-		t.Fatalf("callhost = %q", got)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "model saw the input", string(resp.Content))
 	_, err = truncate(t, context.Background(), m, nil, "callhost", []byte("x"), 100)
 	var abiErr *abi.Error
-	if !errors.As(err, &abiErr) || abiErr.Code != abi.CodeNoModel {
-		t.Fatalf("callhost with no model: err = %v, want code %s", err, abi.CodeNoModel)
-	}
+	require.ErrorAs(t, err, &abiErr, "callhost with no model")
+	assert.Equal(t, abi.CodeNoModel, abiErr.Code)
 }
 
 func TestPanicInPluginIsAnErrorFrame(t *testing.T) {
 	m := load(t, newEngine(t, Config{}), testplug(t))
 	_, err := truncate(t, context.Background(), m, nil, "panic", []byte("x"), 10)
 	var abiErr *abi.Error
-	if !errors.As(err, &abiErr) || abiErr.Code != abi.CodeInternal || !strings.Contains(abiErr.Message, "asked to panic") {
-		t.Fatalf("err = %v, want an internal error frame quoting the panic", err)
-	}
+	require.ErrorAs(t, err, &abiErr, "want an internal error frame quoting the panic")
+	assert.Equal(t, abi.CodeInternal, abiErr.Code)
+	assert.Contains(t, abiErr.Message, "asked to panic")
 }
 
 func TestDeadlineKillsTheInstanceOnly(t *testing.T) {
@@ -146,23 +130,18 @@ func TestDeadlineKillsTheInstanceOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := truncate(t, ctx, m, nil, "spin", []byte("x"), 10)
-	if !errors.Is(err, pluginapi.ErrDeadlineExceeded) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want ErrDeadlineExceeded", err)
-	}
-	if _, err := truncate(t, context.Background(), m, nil, "generic", []byte("fine"), 10); err != nil {
-		t.Fatalf("call after a killed instance: %v", err)
-	}
+	assert.ErrorIs(t, err, pluginapi.ErrDeadlineExceeded)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = truncate(t, context.Background(), m, nil, "generic", []byte("fine"), 10)
+	assert.NoError(t, err, "call after a killed instance")
 }
 
 func TestGoPluginMemoryLimit(t *testing.T) {
 	m := load(t, newEngine(t, Config{MemoryLimitPages: 1024}), testplug(t))
 	_, err := truncate(t, context.Background(), m, nil, "hog", []byte("x"), 10)
-	if !errors.Is(err, pluginapi.ErrMemoryLimit) {
-		t.Fatalf("err = %v, want ErrMemoryLimit", err)
-	}
-	if _, err := truncate(t, context.Background(), m, nil, "generic", []byte("fine"), 10); err != nil {
-		t.Fatalf("call after the memory limit: %v", err)
-	}
+	assert.ErrorIs(t, err, pluginapi.ErrMemoryLimit)
+	_, err = truncate(t, context.Background(), m, nil, "generic", []byte("fine"), 10)
+	assert.NoError(t, err, "call after the memory limit")
 }
 
 func TestHostilePlugins(t *testing.T) {
@@ -182,19 +161,22 @@ func TestHostilePlugins(t *testing.T) {
 		{name: "v2", loadErr: pluginapi.ErrVersionMismatch, text: "plugin wants ABI v2, host speaks v1"},
 		{name: "liar", loadErr: pluginapi.ErrVersionMismatch, text: "plugin wants ABI v2, host speaks v1"},
 		{name: "bigtable", loadErr: pluginapi.ErrInvalidPlugin, text: "over the limit"},
+		{name: "nomem", loadErr: pluginapi.ErrInvalidPlugin, text: `does not export its memory as "memory"`},
+		{name: "hiddenmem", loadErr: pluginapi.ErrInvalidPlugin, text: `does not export its memory as "memory"`},
+		{name: "badimport", loadErr: pluginapi.ErrInvalidPlugin, text: "imports compact_host_v1.log as [i32] -> [], but the host's is [i32 i32 i32] -> []"},
+		{name: "deepnest", loadErr: pluginapi.ErrInvalidPlugin, text: "nests blocks deeper than 2000"},
+		{name: "importmem", loadErr: pluginapi.ErrInvalidPlugin, text: "imports the memory compact_host_v1.memory; the host provides functions only"},
 	} {
 		t.Run(tc.name+"/"+tc.export, func(t *testing.T) {
 			e := newEngine(t, Config{MemoryLimitPages: 64})
 			m, err := e.Load(context.Background(), tc.name+".wasm", hostileBin(t, tc.name))
 			if tc.loadErr != nil {
-				if !errors.Is(err, tc.loadErr) || !strings.Contains(err.Error(), tc.text) {
-					t.Fatalf("load err = %v, want %v mentioning %q", err, tc.loadErr, tc.text)
-				}
+				require.ErrorIs(t, err, tc.loadErr)
+				assert.ErrorContains(t, err, tc.text)
+				assert.ErrorContains(t, err, tc.name+".wasm", "the error names the file")
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer m.Close()
 			// Only loop needs its deadline; for the others it only keeps a
 			// regression from hanging the test.
@@ -206,14 +188,11 @@ func TestHostilePlugins(t *testing.T) {
 			defer cancel()
 			frame, _ := abi.Encode(&abi.TruncateRequest{Category: "generic", Content: []byte("x"), MaxTokens: 1})
 			_, err = m.Call(ctx, nil, tc.export, frame)
-			if !errors.Is(err, tc.callErr) || !strings.Contains(err.Error(), tc.text) {
-				t.Fatalf("call err = %v, want %v mentioning %q", err, tc.callErr, tc.text)
-			}
+			require.ErrorIs(t, err, tc.callErr)
+			assert.ErrorContains(t, err, tc.text)
 			// The module keeps serving: a fresh instance replaces a bad one.
 			_, err = m.Call(context.Background(), nil, abi.ExportInfo, nil)
-			if err != nil {
-				t.Fatalf("info after the failure: %v", err)
-			}
+			assert.NoError(t, err, "info after the failure")
 		})
 	}
 }
@@ -221,12 +200,8 @@ func TestHostilePlugins(t *testing.T) {
 func TestMalformedOutputIsReturnedForDecoding(t *testing.T) {
 	m := load(t, newEngine(t, Config{}), hostileBin(t, "malformed"))
 	out, err := m.Call(context.Background(), nil, abi.ExportSummarize, []byte("req"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := abi.Decode(out, &abi.SummarizeResponse{}); !errors.Is(err, abi.ErrMalformed) {
-		t.Fatalf("decode err = %v, want abi.ErrMalformed", err)
-	}
+	require.NoError(t, err)
+	assert.ErrorIs(t, abi.Decode(out, &abi.SummarizeResponse{}), abi.ErrMalformed)
 }
 
 func TestConcurrentLoadsShareOneModule(t *testing.T) {
@@ -237,27 +212,22 @@ func TestConcurrentLoadsShareOneModule(t *testing.T) {
 	for i := range mods {
 		wg.Go(func() {
 			m, err := e.Load(context.Background(), "p.wasm", bin)
-			if err != nil {
-				t.Error(err)
-				return
+			if assert.NoError(t, err) {
+				mods[i] = m
 			}
-			mods[i] = m
 		})
 	}
 	wg.Wait()
-	for _, m := range mods[1:] {
-		if m == nil || m.module != mods[0].module {
-			t.Fatal("concurrent loads of the same bytes compiled more than once")
-		}
+	for _, m := range mods {
+		require.NotNil(t, m)
+		require.Same(t, mods[0].module, m.module, "concurrent loads of the same bytes compiled more than once")
 	}
 	for _, m := range mods {
 		m.Close()
 	}
 	// Closing every handle closes the module; a new load starts afresh.
 	m := load(t, e, bin)
-	if m.module == mods[0].module {
-		t.Fatal("a closed module was handed out again")
-	}
+	assert.NotSame(t, mods[0].module, m.module, "a closed module was handed out again")
 }
 
 func TestConcurrentCalls(t *testing.T) {
@@ -267,12 +237,8 @@ func TestConcurrentCalls(t *testing.T) {
 		wg.Go(func() {
 			content := []byte(strings.Repeat(fmt.Sprint(i), 10))
 			resp, err := truncate(t, context.Background(), m, nil, "generic", content, 100)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if string(resp.Content) != string(content) {
-				t.Errorf("call %d got %q", i, resp.Content)
+			if assert.NoError(t, err) {
+				assert.Equal(t, string(content), string(resp.Content), "call %d", i)
 			}
 		})
 	}
@@ -284,9 +250,8 @@ func TestCompilationCacheOnDisk(t *testing.T) {
 	m := load(t, newEngine(t, Config{CacheDir: dir}), hostileBin(t, "trap"))
 	m.Close()
 	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) == 0 {
-		t.Fatalf("cache dir has %d entries (err %v), want the compiled module", len(entries), err)
-	}
+	require.NoError(t, err)
+	assert.NotEmpty(t, entries, "the cache dir holds the compiled module")
 }
 
 // A warm call reuses the request buffer of the instance's last call, so it
@@ -306,28 +271,24 @@ func TestRequestBufferIsKeptAcrossCalls(t *testing.T) {
 		t.Helper()
 		content := []byte(strings.Repeat("x", size))
 		resp, err := truncate(t, ctx, m, nil, "noop", content, size)
-		if err != nil || string(resp.Content) != string(content) {
-			t.Fatalf("call of %d bytes: %v", size, err)
-		}
+		require.NoError(t, err, "call of %d bytes", size)
+		require.Equal(t, string(content), string(resp.Content), "call of %d bytes", size)
 	}
 	call(10)
 	first := idle()
 	ptr := first.reqPtr
-	if ptr == 0 || first.reqCap < minRequestBytes {
-		t.Fatalf("no request buffer kept: %#x (%d bytes)", ptr, first.reqCap)
-	}
+	require.NotZero(t, ptr, "no request buffer kept")
+	require.GreaterOrEqual(t, first.reqCap, minRequestBytes)
 	for _, size := range []int{100, 3000, 1} {
 		call(size)
-		if inst := idle(); inst != first || inst.reqPtr != ptr {
-			t.Fatalf("call of %d bytes moved the request buffer from %#x to %#x", size, ptr, inst.reqPtr)
-		}
+		inst := idle()
+		assert.Same(t, first, inst, "call of %d bytes changed the instance", size)
+		assert.Equal(t, ptr, inst.reqPtr, "call of %d bytes moved the request buffer", size)
 	}
 	call(keepRequestBytes + 1)
-	if inst := idle(); inst.reqPtr != 0 {
-		t.Fatalf("a %d byte request buffer was kept", inst.reqCap)
-	}
+	assert.Zero(t, idle().reqPtr, "a request buffer over %d bytes was kept", keepRequestBytes)
 	call(5)
-	if inst := idle(); inst.reqPtr == 0 || inst.reqCap != minRequestBytes {
-		t.Fatalf("after a large call: buffer %#x of %d bytes, want a new one of %d", inst.reqPtr, inst.reqCap, minRequestBytes)
-	}
+	inst := idle()
+	assert.NotZero(t, inst.reqPtr, "no buffer after a large call")
+	assert.Equal(t, minRequestBytes, inst.reqCap)
 }
