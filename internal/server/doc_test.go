@@ -80,7 +80,11 @@ func jsonFields(t reflect.Type) []string {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if f.Anonymous {
-			out = append(out, jsonFields(f.Type)...)
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			out = append(out, jsonFields(ft)...)
 			continue
 		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
