@@ -109,7 +109,7 @@ type resolved struct {
 // MaxContextWindow is the largest window, and the largest token count of
 // any setting, a Config may name: far above any model's, low enough that
 // sums of token counts cannot overflow.
-const MaxContextWindow = 100_000_000
+const MaxContextWindow = 1 << 30
 
 // ConfigError is a setting of Config that cannot work. Field names the
 // Config field, so that a caller which took the setting from a flag, a

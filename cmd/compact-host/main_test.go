@@ -13,7 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// runMainEnv makes the test binary run the command line itself, for the
+// tests that signal a real process.
+const runMainEnv = "COMPACT_HOST_TEST_RUN_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		os.Exit(cli.Main(os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+	}
 	testscript.Main(m, map[string]func(){
 		"compact-host": func() {
 			os.Exit(cli.Main(os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))

@@ -120,14 +120,17 @@ func (e *ConfigError) Error() string {
 }
 
 // defaultConfigPath is $COMPACT_HOST_CONFIG, or config.toml in the user's
-// config directory when it exists.
-func defaultConfigPath() string {
-	if p := os.Getenv("COMPACT_HOST_CONFIG"); p != "" {
+// config directory when it exists. getenv is the command's environment.
+func defaultConfigPath(getenv func(string) string) string {
+	if p := getenv("COMPACT_HOST_CONFIG"); p != "" {
 		return p
 	}
-	dir, err := os.UserConfigDir()
-	if err != nil {
-		return ""
+	dir := getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		var err error
+		if dir, err = os.UserConfigDir(); err != nil {
+			return ""
+		}
 	}
 	p := filepath.Join(dir, "compact-host", "config.toml")
 	if _, err := os.Stat(p); err != nil {
@@ -254,7 +257,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 func loadConfig(path string, getenv func(string) string) (Config, string, error) {
 	explicit := path != ""
 	if !explicit {
-		path = defaultConfigPath()
+		path = defaultConfigPath(getenv)
 	}
 	var c Config
 	if path != "" {

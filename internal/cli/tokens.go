@@ -55,7 +55,7 @@ func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string)
 		}
 		chars = len([]rune(string(data)))
 		for _, mode := range order {
-			e, err := host.New(host.Config{ContextWindow: 1 << 30, Tokenizer: mode})
+			e, err := host.New(host.Config{ContextWindow: host.MaxContextWindow, Tokenizer: mode})
 			if err != nil {
 				return err
 			}
