@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -154,7 +155,7 @@ func ParseConfig(path string, data []byte) (Config, error) {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			row, _ := de.Position()
-			return c, &ConfigError{Path: path, Line: row, Msg: de.Error()}
+			return c, &ConfigError{Path: path, Line: row, Msg: decodeMessage(de)}
 		}
 		return c, &ConfigError{Path: path, Msg: err.Error()}
 	}
@@ -215,6 +216,28 @@ func (c Config) engineConfig() host.Config {
 		EmergencyThreshold: c.Thresholds.Emergency, DisableCompaction: c.Thresholds.Disable, ToolOutputTokens: c.Tools.OutputLimit,
 		ToolCategories: c.Tools.Categories, FileTools: host.FileTools{Read: c.Tools.Read, Modify: c.Tools.Modify},
 	}
+}
+
+// goTypeError is the decoder's wording of a value of the wrong type,
+// which names Go fields and types.
+var goTypeError = regexp.MustCompile(`cannot decode TOML (\w+) into struct field \S+ of type (\S+)`)
+
+// decodeMessage words a decoding error with the key, not the Go field.
+func decodeMessage(de *toml.DecodeError) string {
+	msg := strings.TrimPrefix(de.Error(), "toml: ")
+	if m := goTypeError.FindStringSubmatch(msg); m != nil {
+		want := map[string]string{"int": "an integer", "int64": "an integer", "float64": "a number", "string": "a string",
+			"bool": "true or false", "[]string": "a list of strings", "map[string]string": "a table of strings",
+			"*int": "an integer", "cli.Duration": "a duration like \"90s\""}[m[2]]
+		if want == "" {
+			want = "another type"
+		}
+		msg = fmt.Sprintf("want %s, not a TOML %s", want, m[1])
+	}
+	if k := de.Key(); len(k) > 0 {
+		msg = strings.Join(k, ".") + ": " + msg
+	}
+	return msg
 }
 
 // applyEnv overrides c with the COMPACT_HOST_* variables that are set.
