@@ -89,7 +89,7 @@ func TestSlowBodiesDoNotHoldWorkers(t *testing.T) {
 		case st := <-statuses:
 			assert.Equal(t, "408 Request Timeout", st)
 		case <-time.After(time.Minute):
-			t.Fatal("a slow client got no answer")
+			require.FailNow(t, "a slow client got no answer")
 		}
 	}
 	close(stop)
