@@ -2,6 +2,8 @@ package host
 
 import (
 	"fmt"
+	"math"
+	"regexp"
 	"time"
 
 	"github.com/compact-host/compact-host/host/catalog"
@@ -62,7 +64,7 @@ type Config struct {
 	BreakerFailures int
 	BreakerCooldown time.Duration
 
-	// Strategy is the summarization strategy. Default "structured".
+	// Strategy is the summarization strategy. Default DefaultStrategy.
 	Strategy string
 	// Fallbacks are tried in order when the strategy fails. Default
 	// ["narrative", "truncate"]; the emergency path always follows them.
@@ -90,6 +92,9 @@ type Config struct {
 	SyncWrites bool
 }
 
+// DefaultStrategy is the strategy of a Config that names none.
+const DefaultStrategy = "structured"
+
 // resolved is a Config with every default filled in and the budget known.
 type resolved struct {
 	Config
@@ -101,8 +106,98 @@ type resolved struct {
 	summarizerSet bool
 }
 
+// MaxContextWindow is the largest window, and the largest token count of
+// any setting, a Config may name: far above any model's, low enough that
+// sums of token counts cannot overflow.
+const MaxContextWindow = 1 << 30
+
+// ConfigError is a setting of Config that cannot work. Field names the
+// Config field, so that a caller which took the setting from a flag, a
+// file key or a request field can name that instead (see Format).
+type ConfigError struct {
+	Field string
+	Value any
+	// Reason says what is wrong and what would work. Other fields appear
+	// in it as {FieldName}.
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return "host: config: " + e.Format(func(f string) string { return f })
+}
+
+// Format renders the error with every field, Field and those in Reason,
+// named by name.
+func (e *ConfigError) Format(name func(field string) string) string {
+	reason := fieldRef.ReplaceAllStringFunc(e.Reason, func(m string) string { return name(m[1 : len(m)-1]) })
+	if e.Value == nil {
+		return name(e.Field) + ": " + reason
+	}
+	return fmt.Sprintf("%s %v: %s", name(e.Field), e.Value, reason)
+}
+
+var fieldRef = regexp.MustCompile(`\{[A-Za-z]+\}`)
+
+func configErr(field string, value any, format string, args ...any) *ConfigError {
+	return &ConfigError{Field: field, Value: value, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Validate reports, as a *ConfigError, the first field of c that no
+// default can stand for: a number that is not finite, a share outside
+// 0..1, a negative count or duration, a count past MaxContextWindow, an
+// unknown tokenizer. It needs no window, so a partial Config (a config
+// file's part) can be checked. New checks this and how the fields fit
+// together: the window known, the thresholds in order, the kept tail
+// within the budget.
+func (c Config) Validate() error {
+	shares := []struct {
+		name string
+		v    float64
+	}{{"PruneThreshold", c.PruneThreshold}, {"CompactThreshold", c.CompactThreshold},
+		{"EmergencyThreshold", c.EmergencyThreshold}, {"MinSavings", c.MinSavings}}
+	for _, f := range shares {
+		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
+			return configErr(f.name, f.v, "want a share between 0 and 1")
+		}
+	}
+	// A negative reserve is allowed: it turns the reserve off.
+	if v := c.OverheadReserve; math.IsNaN(v) || math.IsInf(v, 0) || v > 1 {
+		return configErr("OverheadReserve", v, "want a share of at most 1 (0 for the default, negative for none)")
+	}
+	counts := []struct {
+		name string
+		v    int
+	}{{"ContextWindow", c.ContextWindow}, {"MaxOutputTokens", c.MaxOutputTokens}, {"KeepRecentTokens", c.KeepRecentTokens},
+		{"MinKeepMessages", c.MinKeepMessages}, {"PruneMinTokens", c.PruneMinTokens}, {"PruneKeepTokens", c.PruneKeepTokens},
+		{"ProtectRecentTokens", c.ProtectRecentTokens}, {"EmergencyKeepMessages", c.EmergencyKeepMessages},
+		{"BreakerFailures", c.BreakerFailures}, {"SummaryTokens", c.SummaryTokens}, {"SummarizerBudget", c.SummarizerBudget},
+		{"ToolOutputTokens", c.ToolOutputTokens}}
+	for _, f := range counts {
+		if f.v < 0 || f.v > MaxContextWindow {
+			return configErr(f.name, f.v, "want 0 (the default) up to %d", MaxContextWindow)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"BreakerCooldown", c.BreakerCooldown}, {"StrategyTimeout", c.StrategyTimeout}} {
+		if f.v < 0 {
+			return configErr(f.name, f.v, "want a positive duration, or 0 for the default")
+		}
+	}
+	switch c.Tokenizer {
+	case "", "auto", "chars", "o200k", "cl100k":
+	default:
+		return configErr("Tokenizer", fmt.Sprintf("%q", c.Tokenizer), "want auto, chars, o200k or cl100k")
+	}
+	return nil
+}
+
 func (c Config) resolve() (resolved, error) {
 	r := resolved{Config: c}
+	if err := c.Validate(); err != nil {
+		return r, err
+	}
 	window, maxOut := c.ContextWindow, c.MaxOutputTokens
 	var budget int
 	if m, ok := catalog.Lookup(c.Model); ok && c.Model != "" {
@@ -118,9 +213,9 @@ func (c Config) resolve() (resolved, error) {
 	}
 	if window <= 0 {
 		if c.Model == "" {
-			return r, fmt.Errorf("host: config: set Model or ContextWindow")
+			return r, &ConfigError{Field: "ContextWindow", Reason: "unknown: set {Model} or {ContextWindow}"}
 		}
-		return r, fmt.Errorf("host: config: model %q is not in the catalog; set ContextWindow", c.Model)
+		return r, configErr("Model", fmt.Sprintf("%q", c.Model), "is not in the catalog; set {ContextWindow}")
 	}
 	if maxOut <= 0 {
 		maxOut = min(8192, window/4)
@@ -167,7 +262,7 @@ func (c Config) resolve() (resolved, error) {
 		r.StrategyTimeout = 2 * time.Minute
 	}
 	if r.Strategy == "" {
-		r.Strategy = "structured"
+		r.Strategy = DefaultStrategy
 	}
 	if r.Fallbacks == nil {
 		r.Fallbacks = []string{"narrative", "truncate"}
@@ -178,16 +273,12 @@ func (c Config) resolve() (resolved, error) {
 	r.pruneAt = r.PruneThreshold
 	r.compactAt = max(r.CompactThreshold-r.OverheadReserve, 0.1)
 	r.emergencyAt = r.EmergencyThreshold
-	for name, v := range map[string]float64{"PruneThreshold": r.PruneThreshold, "CompactThreshold": r.CompactThreshold, "EmergencyThreshold": r.EmergencyThreshold, "MinSavings": r.MinSavings} {
-		if v < 0 || v > 1 {
-			return r, fmt.Errorf("host: config: %s %.2f is outside 0..1", name, v)
-		}
-	}
 	if r.emergencyAt <= r.compactAt {
-		return r, fmt.Errorf("host: config: EmergencyThreshold %.2f must be above the compaction point %.2f (CompactThreshold less OverheadReserve)", r.emergencyAt, r.compactAt)
+		return r, configErr("EmergencyThreshold", r.emergencyAt,
+			"must be above the compaction point %.2f ({CompactThreshold} less {OverheadReserve})", r.compactAt)
 	}
 	if r.KeepRecentTokens >= budget {
-		return r, fmt.Errorf("host: config: KeepRecentTokens %d must be below the input budget %d", r.KeepRecentTokens, budget)
+		return r, configErr("KeepRecentTokens", r.KeepRecentTokens, "must be below the input budget of %d tokens", budget)
 	}
 	return r, nil
 }

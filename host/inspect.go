@@ -14,19 +14,22 @@ import (
 type Plan struct {
 	// FirstKept is the index (into Messages) of the first message kept
 	// verbatim; FirstKeptID its ID.
-	FirstKept   int
-	FirstKeptID string
+	FirstKept   int    `json:"first_kept"`
+	FirstKeptID string `json:"first_kept_id"`
 	// Folded is the number of messages the summary would stand for
 	// (pinned ones are kept, not folded); Kept the messages kept verbatim.
-	Folded, Kept int
+	Folded int `json:"folded"`
+	Kept   int `json:"kept"`
 	// TurnPrefix is true when the cut falls inside a turn, whose start is
 	// then summarized on its own.
-	TurnPrefix bool
+	TurnPrefix bool `json:"turn_prefix"`
 	// TokensBefore is the calibrated context now; TokensKept the part kept
 	// verbatim, to which the summary (about SummaryTokens) is added.
-	TokensBefore, TokensKept, SummaryTokens int
+	TokensBefore  int `json:"tokens_before"`
+	TokensKept    int `json:"tokens_kept"`
+	SummaryTokens int `json:"summary_tokens"`
 	// FileOps are the files the summary is asked to carry.
-	FileOps abi.FileOps
+	FileOps abi.FileOps `json:"file_ops"`
 }
 
 // Plan works out what Compact would fold, without calling any strategy.
@@ -63,27 +66,33 @@ func idAt(s *Session, i int) string {
 // RoleTokens is the calibrated estimate of the context by role, and of
 // tool results apart.
 type RoleTokens struct {
-	System, User, Assistant, ToolResults, Summary int
+	System      int `json:"system"`
+	User        int `json:"user"`
+	Assistant   int `json:"assistant"`
+	ToolResults int `json:"tool_results"`
+	Summary     int `json:"summary"`
 }
 
 // ToolOutput is one tool result and its size.
 type ToolOutput struct {
-	MessageID string
-	Tool      string
-	Tokens    int
-	Bytes     int
+	MessageID string `json:"message_id"`
+	Tool      string `json:"tool"`
+	Tokens    int    `json:"tokens"`
+	Bytes     int    `json:"bytes"`
 }
 
 // Breakdown is what Inspect reports of a session's context.
 type Breakdown struct {
-	Tokens   int
-	ByRole   RoleTokens
-	Largest  []ToolOutput
-	Messages int
+	Tokens   int          `json:"tokens"`
+	ByRole   RoleTokens   `json:"by_role"`
+	Largest  []ToolOutput `json:"largest"`
+	Messages int          `json:"messages"`
 	// CrossedPrune, CrossedCompact and CrossedEmergency are the indexes of
 	// the messages at which the whole history, replayed without any
 	// compaction, first crossed each threshold; -1 if it never did.
-	CrossedPrune, CrossedCompact, CrossedEmergency int
+	CrossedPrune     int `json:"crossed_prune"`
+	CrossedCompact   int `json:"crossed_compact"`
+	CrossedEmergency int `json:"crossed_emergency"`
 }
 
 // Inspect breaks the session's context down by role and lists its n

@@ -10,9 +10,17 @@ import (
 
 	"github.com/compact-host/compact-host/internal/cli"
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/stretchr/testify/require"
 )
 
+// runMainEnv makes the test binary run the command line itself, for the
+// tests that signal a real process.
+const runMainEnv = "COMPACT_HOST_TEST_RUN_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		os.Exit(cli.Main(os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+	}
 	testscript.Main(m, map[string]func(){
 		"compact-host": func() {
 			os.Exit(cli.Main(os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
@@ -21,23 +29,18 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs the CLI scenarios in testdata/script. Each script gets
-// the project's examples in $EXAMPLES, the hostile test plugins in
-// $HOSTILE, and a compilation cache
+// its own copy of the project's examples in $EXAMPLES and of the hostile
+// test plugins in $HOSTILE, so nothing a script or a user writes beside
+// the originals changes what another run sees, and a compilation cache
 // shared by all scripts, so the built-in wasm plugins compile once.
 func TestScripts(t *testing.T) {
 	cache := t.TempDir()
 	examples, err := filepath.Abs("../../examples")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	hostile, err := filepath.Abs("../../host/internal/wasmrt/testdata")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Scripts that build a plugin need the go command's own settings;
 	// testscript starts from an empty environment.
 	goEnv := map[string]string{}
@@ -51,8 +54,22 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("COMPACT_HOST_CACHE_DIR", cache)
-			env.Setenv("EXAMPLES", examples)
-			env.Setenv("HOSTILE", hostile)
+			fixtures := filepath.Join(env.WorkDir, ".fixtures")
+			if err := copyFiles(examples, filepath.Join(fixtures, "examples"), exampleFiles); err != nil {
+				return err
+			}
+			wasm, err := filepath.Glob(filepath.Join(hostile, "*.wasm"))
+			if err != nil {
+				return err
+			}
+			for i := range wasm {
+				wasm[i] = filepath.Base(wasm[i])
+			}
+			if err := copyFiles(hostile, filepath.Join(fixtures, "hostile"), wasm); err != nil {
+				return err
+			}
+			env.Setenv("EXAMPLES", filepath.Join(fixtures, "examples"))
+			env.Setenv("HOSTILE", filepath.Join(fixtures, "hostile"))
 			env.Setenv("ROOT", root)
 			for k, v := range goEnv {
 				env.Setenv(k, v)
@@ -84,4 +101,31 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// exampleFiles are the files of examples/ the scripts read. They are named
+// one by one: a copy of the whole directory would carry along what a user
+// wrote there (the README's first command writes beside the sample).
+var exampleFiles = []string{
+	"sessions/bugfix.jsonl",
+	"c-truncator/logdedup.wasm",
+	"process-strategy/bullet.plugin.json",
+}
+
+// copyFiles copies the named files, relative to from, under to.
+func copyFiles(from, to string, names []string) error {
+	for _, name := range names {
+		data, err := os.ReadFile(filepath.Join(from, name))
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, name)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

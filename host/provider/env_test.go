@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/compact-host/compact-host/host/provider"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestFromEnv(t *testing.T) {
@@ -42,15 +44,9 @@ func TestFromEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := provider.FromEnv(func(k string) string { return tt.env[k] })
-			if (err != nil) != tt.fails {
-				t.Fatalf("FromEnv error = %v, want failure %v", err, tt.fails)
-			}
-			if errors.Is(err, provider.ErrNoKey) != tt.noKey {
-				t.Errorf("errors.Is(err, ErrNoKey) = %v, want %v (%v)", !tt.noKey, tt.noKey, err)
-			}
-			if got != tt.want {
-				t.Errorf("FromEnv = %+v, want %+v", got, tt.want)
-			}
+			require.Equal(t, tt.fails, err != nil, "FromEnv error = %v", err)
+			assert.Equal(t, tt.noKey, errors.Is(err, provider.ErrNoKey), "errors.Is(err, ErrNoKey) for %v", err)
+			assert.Equal(t, tt.want, got)
 		})
 	}
 }

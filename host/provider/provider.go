@@ -21,7 +21,7 @@ const (
 // Defaults for the zero values of Config.
 const (
 	DefaultMaxTokens      = 4096
-	DefaultTimeout        = 10 * time.Minute
+	DefaultTimeout        = 2 * time.Minute
 	DefaultMaxRetries     = 2
 	DefaultRetryBaseDelay = 500 * time.Millisecond
 	DefaultRetryMaxDelay  = 30 * time.Second
@@ -85,6 +85,34 @@ type Config struct {
 	// HTTPClient sends the requests. Default: a new http.Client with no
 	// timeout of its own (Timeout and the caller's context bound calls).
 	HTTPClient *http.Client
+	// OnRetry, when set, is called before each retry's wait, so a caller
+	// can show that a call is being retried and why.
+	OnRetry func(Retry)
+}
+
+// Retry describes a retry about to happen.
+type Retry struct {
+	// Attempt is the number of the attempt that failed (1 for the first);
+	// MaxAttempts is MaxRetries+1.
+	Attempt, MaxAttempts int
+	Err                  error
+	Wait                 time.Duration
+}
+
+// ConfigError is a Config setting that cannot work. Field names the
+// Config field, so a caller that took it from a flag or a file key can
+// name that instead.
+type ConfigError struct {
+	Field  string
+	Value  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("provider: Config.%s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("provider: Config.%s %s: %s", e.Field, e.Value, e.Reason)
 }
 
 // model is the model a client built from c asks for.
@@ -100,21 +128,24 @@ func (c Config) withDefaults() (Config, error) {
 	switch c.Kind {
 	case KindAnthropic, KindOpenAI:
 	case "":
-		return c, errors.New("provider: Config.Kind is empty; want \"anthropic\" or \"openai\"")
+		return c, &ConfigError{Field: "Kind", Reason: "empty; want \"anthropic\" or \"openai\""}
 	default:
-		return c, fmt.Errorf("provider: unknown Config.Kind %q; want \"anthropic\" or \"openai\"", c.Kind)
+		return c, &ConfigError{Field: "Kind", Value: fmt.Sprintf("%q", c.Kind), Reason: "want \"anthropic\" or \"openai\""}
 	}
 	if c.APIKey == "" && c.BaseURL == "" {
 		return c, fmt.Errorf("%w for %s (set the API key, or a BaseURL for a server that needs none)", ErrNoKey, c.Kind)
 	}
 	if c.model() == "" {
-		return c, fmt.Errorf("provider: Config.Model is empty for %s", c.Kind)
+		return c, &ConfigError{Field: "CompactionModel", Reason: fmt.Sprintf("empty, and Model too: %s needs a model to ask for summaries", c.Kind)}
 	}
 	if c.BaseURL != "" {
 		u, err := url.Parse(c.BaseURL)
 		if err != nil || u.Scheme == "" || u.Host == "" {
-			return c, fmt.Errorf("provider: Config.BaseURL %q is not an absolute URL", c.BaseURL)
+			return c, &ConfigError{Field: "BaseURL", Value: fmt.Sprintf("%q", c.BaseURL), Reason: "not an absolute URL like http://localhost:11434/v1"}
 		}
+	}
+	if c.Timeout < 0 {
+		return c, &ConfigError{Field: "Timeout", Value: c.Timeout.String(), Reason: "want a positive duration, or 0 for the default"}
 	}
 	if c.MaxTokens <= 0 {
 		c.MaxTokens = DefaultMaxTokens

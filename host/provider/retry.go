@@ -42,6 +42,9 @@ func (c *client) retry(ctx context.Context, call func(context.Context, *exchange
 		if !ok {
 			return nil, err
 		}
+		if c.cfg.OnRetry != nil {
+			c.cfg.OnRetry(Retry{Attempt: attempt, MaxAttempts: c.cfg.MaxRetries + 1, Err: err, Wait: d})
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():

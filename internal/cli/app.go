@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/provider"
+	"github.com/compact-host/compact-host/internal/server"
 	"github.com/compact-host/compact-host/internal/sessionio"
 	"github.com/spf13/cobra"
 )
@@ -33,6 +38,10 @@ type engineFlags struct {
 	keepRecent     int
 	summaryTokens  int
 	disableBuiltin bool
+	// maxInputBytes and providerTimeout: zero means the config's, then
+	// the default.
+	maxInputBytes   int64
+	providerTimeout time.Duration
 }
 
 func addEngineFlags(cmd *cobra.Command, f *engineFlags) {
@@ -48,6 +57,13 @@ func addEngineFlags(cmd *cobra.Command, f *engineFlags) {
 	fl.StringVar(&f.compactModel, "compaction-model", "", "a separate, cheaper model for summaries (default: --model)")
 	fl.IntVar(&f.keepRecent, "keep-recent", 0, "tokens of the newest history kept verbatim (default: a quarter of the budget, at most 40,000)")
 	fl.IntVar(&f.summaryTokens, "summary-tokens", 0, "summary size to ask for, in tokens")
+	fl.DurationVar(&f.providerTimeout, "provider-timeout", 0, "bound on each attempt of a model call (default: [provider] timeout, or 2m)")
+	addInputFlags(cmd, f)
+}
+
+// addInputFlags adds the flags of commands that read a file or stdin.
+func addInputFlags(cmd *cobra.Command, f *engineFlags) {
+	cmd.Flags().Int64Var(&f.maxInputBytes, "max-input-bytes", 0, "largest input read from a file or stdin (default: max_input_bytes, or 256 MiB)")
 }
 
 // app is what a command works with: the resolved config, a logger, and
@@ -63,6 +79,13 @@ type app struct {
 	regErr   error
 	// offline says why no model is used; sayOffline prints it once.
 	offline string
+	// began is when the command started: progress lines show the time
+	// since.
+	began time.Time
+	// meter counts the model calls, once a model is built.
+	meter *server.Meter
+	// step is what the command is doing, for progress lines.
+	step atomic.Value
 }
 
 // sayOffline tells the user, once, that summaries are made without a model.
@@ -95,15 +118,79 @@ func newApp(g *globals, f engineFlags) (*app, error) {
 	default:
 		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", level)}
 	}
-	a := &app{g: g, cfg: cfg, flags: f, log: slog.New(slog.NewTextHandler(g.io.Err, &slog.HandlerOptions{Level: lv}))}
+	a := &app{g: g, cfg: cfg, flags: f, log: slog.New(slog.NewTextHandler(g.io.Err, &slog.HandlerOptions{Level: lv})), began: time.Now()}
+	switch {
+	case f.maxInputBytes < 0:
+		return nil, usageError{fmt.Errorf("--max-input-bytes %d: want a positive byte count", f.maxInputBytes)}
+	case f.providerTimeout < 0:
+		return nil, usageError{fmt.Errorf("--provider-timeout %s: want a positive duration like 90s", f.providerTimeout)}
+	}
+	if err := a.hostConfig().Validate(); err != nil {
+		return nil, a.settingError(err)
+	}
 	return a, nil
 }
 
-// progress prints a line on stderr when it is a terminal.
+// origin says where the value of a host.Config field (or "provider."
+// field) came from: a flag, the config file (or the environment), or the
+// default.
+func (a *app) origin(field string) origin {
+	f, c := a.flags, a.cfg
+	set := map[string][2]bool{
+		"Model":                    {f.model != "", c.Model != ""},
+		"ContextWindow":            {f.contextWindow != 0, c.ContextWindow != 0},
+		"MaxOutputTokens":          {f.maxOutput != 0, c.MaxOutputTokens != 0},
+		"Tokenizer":                {f.tokenizer != "", c.Tokenizer != ""},
+		"Strategy":                 {f.strategy != "", c.Strategy != ""},
+		"Fallbacks":                {false, c.Fallbacks != nil},
+		"KeepRecentTokens":         {f.keepRecent != 0, c.KeepRecent != 0},
+		"SummaryTokens":            {f.summaryTokens != 0, c.SummaryTokens != 0},
+		"PruneThreshold":           {false, c.Thresholds.Prune != 0},
+		"CompactThreshold":         {false, c.Thresholds.Compact != 0},
+		"OverheadReserve":          {false, c.Thresholds.OverheadReserve != 0},
+		"EmergencyThreshold":       {false, c.Thresholds.Emergency != 0},
+		"ToolOutputTokens":         {false, c.Tools.OutputLimit != 0},
+		"provider.Kind":            {f.providerKind != "", c.Provider.Kind != ""},
+		"provider.BaseURL":         {f.baseURL != "", c.Provider.BaseURL != ""},
+		"provider.Model":           {false, c.Provider.Model != ""},
+		"provider.CompactionModel": {f.compactModel != "", c.Provider.CompactionModel != ""},
+		"provider.Timeout":         {f.providerTimeout != 0, c.Provider.Timeout.Duration != 0},
+	}[field]
+	switch {
+	case set[0]:
+		return fromFlag
+	case set[1]:
+		return fromConfig
+	}
+	return fromDefault
+}
+
+// settingError names the flags and keys of a host.Config or
+// provider.Config error, with the exit code of where the value came from.
+func (a *app) settingError(err error) error {
+	var pe *provider.ConfigError
+	prefix := ""
+	if errors.As(err, &pe) {
+		prefix = "provider."
+	}
+	return settingError(err, prefix, a.origin)
+}
+
+// progress prints a line on stderr when it is a terminal, with the time
+// since the command started.
 func (a *app) progress(format string, args ...any) {
 	if a.g.io.ErrIsTerminal {
-		fmt.Fprintf(a.g.io.Err, format+"\n", args...)
+		fmt.Fprintf(a.g.io.Err, "[%5.1fs] %s\n", time.Since(a.began).Seconds(), fmt.Sprintf(format, args...))
 	}
+}
+
+// setStep records what the command does now; model calls and retries
+// are reported as part of it.
+func (a *app) setStep(step string) { a.step.Store(step) }
+
+func (a *app) stepName() string {
+	s, _ := a.step.Load().(string)
+	return s
 }
 
 // note prints a line on stderr always: things a user must know.
@@ -179,10 +266,16 @@ func (a *app) close() {
 	}
 }
 
+// defaultProviderTimeout bounds each attempt of a model call unless
+// --provider-timeout or provider.timeout says otherwise.
+const defaultProviderTimeout = provider.DefaultTimeout
+
 // model builds the provider client, or nil to run offline. It says once,
-// plainly, when it runs offline.
-func (a *app) model(agentModel string) (provider.Client, error) {
+// plainly, when it runs offline. The client is metered (a.meter), and
+// its retries show as progress lines.
+func (a *app) model() (host.ModelClient, error) {
 	c, f := a.cfg.Provider, a.flags
+	agentModel := pick(f.model, a.cfg.Model)
 	kind := pick(f.providerKind, c.Kind)
 	baseURL := pick(f.baseURL, c.BaseURL)
 	getenv := a.g.io.Getenv
@@ -203,19 +296,58 @@ func (a *app) model(agentModel string) (provider.Client, error) {
 	if keyEnv == "" {
 		keyEnv = map[string]string{provider.KindAnthropic: "ANTHROPIC_API_KEY", provider.KindOpenAI: "OPENAI_API_KEY"}[kind]
 	}
-	model := pick(c.Model, agentModel)
+	// The model summaries are asked of: the compaction model, else the
+	// provider's, else the agent's when the user named one, else the
+	// provider's public default. A compatible server has no default.
+	model := pick(pick(f.compactModel, c.CompactionModel), pick(c.Model, agentModel))
+	if model == "" {
+		switch {
+		case kind == provider.KindAnthropic:
+			model = provider.DefaultAnthropicModel
+		case baseURL == "" || strings.Contains(baseURL, "api.openai.com"):
+			model = provider.DefaultOpenAIModel
+		default:
+			return nil, a.usageOrConfig("provider.CompactionModel", fmt.Errorf(
+				"%s at %s needs a model for summaries: set --compaction-model (or provider.compaction_model in the config) to one the server serves",
+				settingName("provider.Kind", a.origin("provider.Kind"))+" "+kind, baseURL))
+		}
+	}
+	retries := provider.DefaultMaxRetries
+	if c.MaxRetries != nil {
+		retries = *c.MaxRetries
+		if retries == 0 {
+			retries = -1 // provider.Config's "no retries"
+		}
+	}
 	cl, err := provider.New(provider.Config{
 		Kind: kind, BaseURL: baseURL, APIKey: getenv(keyEnv), Model: model,
-		CompactionModel: pick(f.compactModel, c.CompactionModel), Timeout: c.Timeout.Duration, MaxRetries: c.MaxRetries,
+		Timeout: pick(f.providerTimeout, c.Timeout.Duration), MaxRetries: retries,
+		OnRetry: func(r provider.Retry) {
+			a.progress("%s: model call attempt %d of %d failed (%v); retrying in %.1fs", a.stepName(), r.Attempt, r.MaxAttempts, r.Err, r.Wait.Seconds())
+		},
 	})
 	if errors.Is(err, provider.ErrNoKey) {
 		a.offline = fmt.Sprintf("note: provider %s has no API key (set %s): summarizing offline", kind, keyEnv)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, withCode(ExitUsage, err)
+		return nil, a.settingError(err)
 	}
-	return cl, nil
+	a.meter = server.NewMeter(cl)
+	a.meter.OnCall = func(n int) {
+		a.progress("%s: model call %d to %s (each attempt bounded by %s)", a.stepName(), n, cl.Model(),
+			pick(pick(f.providerTimeout, c.Timeout.Duration), defaultProviderTimeout))
+	}
+	return a.meter, nil
+}
+
+// usageOrConfig is err as a usage error (exit 2) when field was set by a
+// flag or not at all, as a config error (exit 3) when by the config file.
+func (a *app) usageOrConfig(field string, err error) error {
+	if a.origin(field) == fromConfig {
+		return &ConfigError{Path: "config", Msg: err.Error()}
+	}
+	return usageError{err}
 }
 
 // engine builds the engine with the registry's strategies and the model.
@@ -227,7 +359,7 @@ func (a *app) engine(ctx context.Context, withModel bool) (*host.Engine, error) 
 	}
 	opts := []host.Option{host.WithLogger(a.log), host.WithPlugins(reg)}
 	if withModel {
-		m, err := a.model(hc.Model)
+		m, err := a.model()
 		if err != nil {
 			return nil, err
 		}
@@ -237,9 +369,53 @@ func (a *app) engine(ctx context.Context, withModel bool) (*host.Engine, error) 
 	}
 	e, err := host.New(hc, opts...)
 	if err != nil {
-		return nil, withCode(ExitUsage, err)
+		return nil, a.settingError(err)
+	}
+	if err := a.checkStrategies(ctx, reg, hc); err != nil {
+		return nil, err
 	}
 	return e, nil
+}
+
+// checkStrategies refuses a strategy or fallback that no plugin provides,
+// before any work: the engine would fall back from it silently.
+func (a *app) checkStrategies(ctx context.Context, reg *plugin.Registry, hc host.Config) error {
+	check := func(field, name string) error {
+		_, err := reg.Strategy(ctx, name)
+		if err == nil || !errors.Is(err, plugin.ErrNotFound) {
+			return nil // a broken plugin fails, and falls back, when used
+		}
+		names := strategyNames(ctx, reg)
+		msg := fmt.Errorf("%s %q: no plugin provides this strategy; the strategies are %s%s",
+			settingName(field, a.origin(field)), name, strings.Join(names, ", "), suggest(name, names))
+		if a.origin(field) == fromConfig {
+			return &ConfigError{Path: "config", Msg: msg.Error()}
+		}
+		return usageError{msg}
+	}
+	if hc.Strategy != "" {
+		if err := check("Strategy", hc.Strategy); err != nil {
+			return err
+		}
+	}
+	for _, f := range hc.Fallbacks {
+		if err := check("Fallbacks", f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// strategyNames lists the strategies reg provides, sorted.
+func strategyNames(ctx context.Context, reg *plugin.Registry) []string {
+	var names []string
+	for _, e := range reg.List(ctx) {
+		if e.Err == nil && !e.Overridden && e.Info.Has(abi.KindStrategy) && !slices.Contains(names, e.Name) {
+			names = append(names, e.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // input is a session read from a file or stdin.
@@ -251,22 +427,13 @@ type input struct {
 // loadInput reads path ("-" or "" for stdin) into a session of e. With
 // appendLog, a session log is opened for appending, so what the engine
 // does to the session lands in the file as it happens.
-func (a *app) loadInput(e *host.Engine, path, format string, appendLog bool) (*input, error) {
+func (a *app) loadInput(ctx context.Context, e *host.Engine, path, format string, appendLog bool) (*input, error) {
 	if path == "" {
 		path = "-"
 	}
-	var r io.Reader = a.g.io.In
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, withCode(ExitInput, err)
-		}
-		defer f.Close()
-		r = f
-	}
-	data, err := io.ReadAll(r)
+	data, err := a.readInput(ctx, path)
 	if err != nil {
-		return nil, withCode(ExitInput, fmt.Errorf("read %s: %w", displayPath(path), err))
+		return nil, err
 	}
 	if appendLog && path != "-" && (format == "" || format == formats.Canonical) && host.IsSessionLog(data) {
 		s, err := e.OpenSession(path)

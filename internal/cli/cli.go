@@ -29,14 +29,15 @@ const (
 )
 
 const exitCodesHelp = `Exit codes:
-  0  success
+  0  success; also when a strategy failed and a fallback wrote the summary:
+     the report names the fallback ("fallbacks" in --json) and stderr warns
   1  unexpected failure
-  2  bad flags or arguments
-  3  missing or malformed input, or a bad config file
+  2  bad flags or arguments (an unknown --strategy or --tokenizer included)
+  3  missing, unreadable, oversized or malformed input, or a bad config file
   4  a plugin failed to load or failed verification
   5  the model provider failed
   6  the session is still over its budget after compaction
-  130 interrupted`
+  130 interrupted (SIGINT or SIGTERM)`
 
 // exitError carries an exit code with an error.
 type exitError struct {
@@ -70,13 +71,20 @@ type IO struct {
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
 var Version = "dev"
 
-// Main runs the command line and returns the exit code.
+// Main runs the command line and returns the exit code. SIGINT and
+// SIGTERM cancel the command, which then exits with ExitInterrupted.
 func Main(args []string, stdio IO) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, args, stdio)
+}
+
+// Run is Main under ctx: the command stops, with ExitInterrupted, when
+// ctx ends.
+func Run(ctx context.Context, args []string, stdio IO) int {
 	if stdio.Getenv == nil {
 		stdio.Getenv = os.Getenv
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	root := newRoot(&stdio)
 	root.SetArgs(args)
 	root.SetIn(stdio.In)
@@ -86,15 +94,10 @@ func Main(args []string, stdio IO) int {
 	if err == nil {
 		return ExitOK
 	}
-	code := ExitError
-	var ee *exitError
-	switch {
-	case ctx.Err() != nil:
-		code = ExitInterrupted
-	case errors.As(err, &ee):
-		code = ee.code
-	case isUsageError(err):
-		code = ExitUsage
+	code := exitCode(ctx, err)
+	if code == ExitInterrupted {
+		fmt.Fprintf(stdio.Err, "compact-host: interrupted: %v\n", err)
+		return code
 	}
 	fmt.Fprintf(stdio.Err, "compact-host: %v\n", err)
 	if code == ExitUsage {
@@ -142,17 +145,23 @@ Anthropic and OpenAI request JSON, and its own session logs.
   compact-host plugins verify ./my-strategy.wasm`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			// A mistyped command looks like a file name to compact; a bare
-			// word that is no file and resembles a command is the typo.
-			if len(args) == 1 && !strings.ContainsAny(args[0], "./\\") {
+		// A mistyped command looks like a file name to compact; a bare
+		// word that is no file and resembles a command is the typo, with
+		// or without the arguments meant for the command.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) >= 1 && !strings.ContainsAny(args[0], "./\\") {
 				if _, err := os.Stat(args[0]); err != nil {
 					if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 						return usageError{fmt.Errorf("unknown command %q; did you mean %s?", args[0], strings.Join(s, " or "))}
 					}
 				}
 			}
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("compact takes one FILE, got %d arguments (%s); the commands are %s", len(args), strings.Join(args, " "), commandNames(cmd))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompact(cmd.Context(), g, compactOpts, args)
 		},
 	}
@@ -176,12 +185,11 @@ Anthropic and OpenAI request JSON, and its own session logs.
 			Use:   "config",
 			Short: "The config file reference",
 			Long:  configReference,
+			Args:  cobra.NoArgs,
 			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprint(cmd.OutOrStdout(), configReference) },
 		},
 	)
-	for _, c := range root.Commands() {
-		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	}
+	markUsageErrors(root)
 	// Unknown commands look like file names to the root's compact; say so.
 	root.SetHelpCommand(&cobra.Command{Use: "help [command]", Short: "Help about any command", Run: func(c *cobra.Command, args []string) {
 		cmd, _, e := c.Root().Find(args)
@@ -192,4 +200,35 @@ Anthropic and OpenAI request JSON, and its own session logs.
 		cmd.Help()
 	}})
 	return root
+}
+
+// markUsageErrors makes the flag and argument errors of every command
+// usage errors (exit 2), cobra's own argument checks included.
+func markUsageErrors(c *cobra.Command) {
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				if isUsageError(err) {
+					return err
+				}
+				return usageError{fmt.Errorf("%s: %w (see 'compact-host %s --help')", cmd.CommandPath(), err, strings.TrimPrefix(cmd.CommandPath(), "compact-host "))}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		markUsageErrors(sub)
+	}
+}
+
+// commandNames lists the commands of root, for messages.
+func commandNames(root *cobra.Command) string {
+	var names []string
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return strings.Join(names, ", ")
 }

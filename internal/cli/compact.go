@@ -15,6 +15,7 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/internal/atomicfile"
+	"github.com/compact-host/compact-host/internal/server"
 	"github.com/compact-host/compact-host/internal/sessionio"
 	"github.com/spf13/cobra"
 )
@@ -71,37 +72,18 @@ Examples:
 	return cmd
 }
 
-// compactReport is what compact prints.
+// compactReport is what compact prints: the API's report of
+// /v1/compact, so a field has one name in both, with the files.
 type compactReport struct {
-	Input         string           `json:"input"`
-	Format        string           `json:"format"`
-	Messages      int              `json:"messages"`
-	Model         string           `json:"model,omitempty"`
-	ContextWindow int              `json:"context_window"`
-	Budget        int              `json:"budget"`
-	Tokenizer     string           `json:"tokenizer"`
-	Action        string           `json:"action"`
-	Threshold     float64          `json:"threshold,omitempty"`
-	TokensBefore  int              `json:"tokens_before"`
-	TokensAfter   int              `json:"tokens_after"`
-	Fits          bool             `json:"fits"`
-	Strategy      string           `json:"strategy,omitempty"`
-	Offline       bool             `json:"offline,omitempty"`
-	Folded        int              `json:"messages_folded,omitempty"`
-	Kept          int              `json:"messages_kept,omitempty"`
-	Fallbacks     []string         `json:"fallbacks,omitempty"`
-	Plan          *host.Plan       `json:"plan,omitempty"`
-	Output        string           `json:"output,omitempty"`
-	OutputFormat  string           `json:"output_format,omitempty"`
-	Skipped       map[string]int   `json:"skipped_records,omitempty"`
-	Repaired      map[string]int   `json:"repaired,omitempty"`
-	DurationMS    float64          `json:"duration_ms"`
-	Compaction    *host.Compaction `json:"compaction,omitempty"`
+	Input string `json:"input"`
+	server.CompactReport
+	Output     string           `json:"output,omitempty"`
+	Compaction *host.Compaction `json:"compaction,omitempty"`
 }
 
 func runCompact(ctx context.Context, g *globals, o *compactOptions, args []string) error {
-	if o.threshold < 0 || o.threshold > 1 {
-		return usageError{fmt.Errorf("--threshold %.2f: want a share between 0 and 1", o.threshold)}
+	if !(o.threshold >= 0 && o.threshold <= 1) {
+		return usageError{fmt.Errorf("--threshold %g: want a share between 0 and 1", o.threshold)}
 	}
 	path := ""
 	if len(args) == 1 {
@@ -109,6 +91,9 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	}
 	if path == "" && IsTerminal(g.io.In) {
 		return usageError{errors.New("no session given: pass a FILE, or pipe one on stdin")}
+	}
+	if o.inPlace && (path == "" || path == "-") {
+		return usageError{errors.New("--in-place needs a FILE, not stdin")}
 	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
@@ -119,10 +104,8 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	if err != nil {
 		return err
 	}
-	if o.inPlace && (path == "" || path == "-") {
-		return usageError{errors.New("--in-place needs a FILE, not stdin")}
-	}
-	in, err := a.loadInput(e, path, o.format, o.inPlace && !o.dryRun)
+	a.setStep("reading")
+	in, err := a.loadInput(ctx, e, path, o.format, o.inPlace && !o.dryRun)
 	if err != nil {
 		return err
 	}
@@ -133,47 +116,65 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	began := time.Now()
 	s := in.Session
 	b := e.Budget()
-	rep := compactReport{
-		Input: displayPath(in.path), Format: in.Format, Messages: s.Len(), Model: a.hostConfig().Model,
-		ContextWindow: b.ContextWindow, Budget: b.Input, Tokenizer: e.Tokenizer(),
-	}
-	rep.Skipped, rep.Repaired = in.Skipped, in.Repaired
+	hc := a.hostConfig()
+	strategy := pick(hc.Strategy, host.DefaultStrategy)
+	rep := compactReport{Input: displayPath(in.path)}
+	rep.Format, rep.Messages, rep.Model = in.Format, s.Len(), hc.Model
+	rep.ContextWindow, rep.Budget, rep.Tokenizer = b.ContextWindow, b.Input, e.Tokenizer()
+	rep.SkippedRecords, rep.Repaired = in.Skipped, in.Repaired
 	rep.TokensBefore = s.ContextTokens()
 	var fallbacks []string
 	e.Subscribe(func(ev host.Event) {
 		if f, ok := ev.(*host.FallbackEvent); ok {
 			fallbacks = append(fallbacks, fmt.Sprintf("%s → %s: %v", f.From, f.To, f.Err))
 			a.progress("%s failed (%v); trying %s", f.From, f.Err, f.To)
+			a.setStep(f.To)
 		}
 	})
 
 	if !o.dryRun {
 		a.sayOffline()
-		a.progress("compacting %s (%d messages, %d tokens) with %s…", rep.Input, rep.Messages, rep.TokensBefore, a.hostConfig().Strategy)
+		a.setStep(strategy)
+		a.progress("compacting %s (%d messages, %d tokens) with %s…", rep.Input, rep.Messages, rep.TokensBefore, strategy)
 	}
 	res, err := sessionio.Compact(ctx, e, s, sessionio.Options{Focus: o.focus, Threshold: o.threshold, DryRun: o.dryRun})
 	if err != nil {
 		return err
 	}
-	rep.Action, rep.TokensAfter, rep.Fits, rep.Plan = res.Action, res.TokensAfter, res.Fits, res.Plan
+	rep.Action, rep.TokensAfter, rep.Fits = res.Action, res.TokensAfter, res.Fits
+	if res.Plan != nil {
+		rep.Plan = server.PlanOf(*res.Plan)
+	}
 	if res.Action == sessionio.ActionNone {
 		rep.Threshold = o.threshold
 	}
 	if c := res.Compaction; c != nil {
 		rep.Strategy, rep.Offline, rep.Folded, rep.Compaction = c.Strategy, c.Offline, c.MessagesFolded, c
 	}
-	if !o.dryRun {
+	if !o.dryRun && res.Action != sessionio.ActionNone {
+		rep.RequestedStrategy = strategy
 		rep.Kept = len(s.Context())
 	}
 	rep.Fallbacks = fallbacks
+	rep.ModelStats = a.meter.Stats()
+	for _, f := range fallbacks {
+		a.note("warning: fallback %s", f)
+	}
 
+	// With -o - and --json the session takes stdout; the report goes to
+	// stderr, so neither stream mixes two documents.
+	reportTo := g.io.Out
+	if !o.dryRun && o.json && (o.output == "-" || o.output == "" && in.path == "-") {
+		reportTo = g.io.Err
+	}
 	if !o.dryRun && rep.Action != sessionio.ActionNone && rep.Action != sessionio.ActionNothingToFold || (!o.dryRun && o.output != "") {
+		a.setStep("writing")
 		if err := writeOutput(a, in, o, &rep); err != nil {
 			return err
 		}
 	}
 	rep.DurationMS = float64(time.Since(began).Microseconds()) / 1000
-	if err := printCompactReport(g.io.Out, o.json, &rep); err != nil {
+	if err := printCompactReport(reportTo, o.json, &rep); err != nil {
 		return err
 	}
 	if !rep.Fits && !o.dryRun {
@@ -213,10 +214,7 @@ func writeOutput(a *app, in *input, o *compactOptions, rep *compactReport) error
 	}
 	rep.Output = out
 	if out == "-" {
-		if !o.json {
-			// The session goes to stdout; the report moves to stderr.
-			rep.Output = "stdout"
-		}
+		rep.Output = "stdout"
 		return write(a.g.io.Out)
 	}
 	return atomicfile.Write(out, 0o644, write)
@@ -231,6 +229,7 @@ func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
 	if r.Output == "stdout" {
 		return nil // stdout holds the session itself
 	}
+	defer printModelLine(w, r)
 	pct := func(n int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(max(r.Budget, 1))) }
 	fmt.Fprintf(w, "%s: %s, %d messages\n", r.Input, r.Format, r.Messages)
 	model := ""
@@ -247,7 +246,7 @@ func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
 		}
 		fmt.Fprintf(w, "plan: fold %d messages, keep %d from message %d (%s)%s\n", p.Folded, p.Kept, p.FirstKept, p.FirstKeptID, turn)
 		fmt.Fprintf(w, "tokens: %s (%s) now; about %s after (%s kept + a summary of about %s)\n", num(r.TokensBefore), pct(r.TokensBefore), num(r.TokensAfter), num(p.TokensKept), num(p.SummaryTokens))
-		fmt.Fprintf(w, "the summary must carry %d modified and %d read files\n", len(p.FileOps.Modified), len(p.FileOps.Read))
+		fmt.Fprintf(w, "the summary must carry %d modified and %d read files\n", len(p.FilesModified), len(p.FilesRead))
 		fmt.Fprintln(w, "dry run: nothing written")
 		return nil
 	case r.Action == sessionio.ActionNone:
@@ -261,6 +260,9 @@ func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
 	if r.Offline {
 		how += ", offline"
 	}
+	if r.RequestedStrategy != "" && r.Strategy != r.RequestedStrategy {
+		how += fmt.Sprintf(" (fallback: %s failed)", r.RequestedStrategy)
+	}
 	fmt.Fprintf(w, "%s with %s: folded %d messages; the context now has %d\n", r.Action, how, r.Folded, r.Kept)
 	fmt.Fprintf(w, "tokens: %s (%s) → %s (%s)\n", num(r.TokensBefore), pct(r.TokensBefore), num(r.TokensAfter), pct(r.TokensAfter))
 	for _, f := range r.Fallbacks {
@@ -270,6 +272,20 @@ func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
 		fmt.Fprintf(w, "wrote %s (%s)\n", r.Output, r.OutputFormat)
 	}
 	return nil
+}
+
+// printModelLine says what the model calls cost, when a model was used.
+func printModelLine(w io.Writer, r *compactReport) {
+	m := r.ModelStats
+	if m.Calls == 0 {
+		return
+	}
+	failed := ""
+	if m.Failed > 0 {
+		failed = fmt.Sprintf(", %d failed", m.Failed)
+	}
+	fmt.Fprintf(w, "model: %d calls%s; %s input, %s output tokens; $%.4f\n", m.Calls, failed,
+		num(m.Usage.PromptTokens()), num(m.Usage.OutputTokens), m.CostUSD)
 }
 
 // num formats n with thousands separators.

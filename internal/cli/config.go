@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/compact-host/compact-host/host"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -28,6 +30,8 @@ type Config struct {
 	PluginsDir      string   `toml:"plugins_dir"`
 	CacheDir        string   `toml:"cache_dir"`
 	LogLevel        string   `toml:"log_level"`
+	// MaxInputBytes bounds what a command reads from a file or stdin.
+	MaxInputBytes int64 `toml:"max_input_bytes"`
 
 	Thresholds Thresholds     `toml:"thresholds"`
 	Provider   ProviderConfig `toml:"provider"`
@@ -52,7 +56,8 @@ type ProviderConfig struct {
 	CompactionModel string   `toml:"compaction_model"`
 	APIKeyEnv       string   `toml:"api_key_env"`
 	Timeout         Duration `toml:"timeout"`
-	MaxRetries      int      `toml:"max_retries"`
+	// MaxRetries is a pointer so that 0 (no retries) differs from unset.
+	MaxRetries *int `toml:"max_retries"`
 }
 
 // ToolsConfig maps tools to output categories and file operations.
@@ -69,6 +74,7 @@ type ServeConfig struct {
 	TokenEnv        string   `toml:"token_env"`
 	MaxRequestBytes int64    `toml:"max_request_bytes"`
 	RequestTimeout  Duration `toml:"request_timeout"`
+	BodyTimeout     Duration `toml:"body_timeout"`
 }
 
 // Duration is a time.Duration written as "90s" in TOML.
@@ -115,14 +121,17 @@ func (e *ConfigError) Error() string {
 }
 
 // defaultConfigPath is $COMPACT_HOST_CONFIG, or config.toml in the user's
-// config directory when it exists.
-func defaultConfigPath() string {
-	if p := os.Getenv("COMPACT_HOST_CONFIG"); p != "" {
+// config directory when it exists. getenv is the command's environment.
+func defaultConfigPath(getenv func(string) string) string {
+	if p := getenv("COMPACT_HOST_CONFIG"); p != "" {
 		return p
 	}
-	dir, err := os.UserConfigDir()
-	if err != nil {
-		return ""
+	dir := getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		var err error
+		if dir, err = os.UserConfigDir(); err != nil {
+			return ""
+		}
 	}
 	p := filepath.Join(dir, "compact-host", "config.toml")
 	if _, err := os.Stat(p); err != nil {
@@ -146,13 +155,16 @@ func ParseConfig(path string, data []byte) (Config, error) {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			row, _ := de.Position()
-			return c, &ConfigError{Path: path, Line: row, Msg: de.Error()}
+			return c, &ConfigError{Path: path, Line: row, Msg: decodeMessage(de)}
 		}
 		return c, &ConfigError{Path: path, Msg: err.Error()}
 	}
 	return c, c.validate(path)
 }
 
+// validate checks every value of the file: the engine's fields through
+// host.Config's own validation (one set of rules for the CLI, the server
+// and the library), named by their keys; the CLI's own keys here.
 func (c Config) validate(path string) error {
 	bad := func(format string, args ...any) error {
 		return &ConfigError{Path: path, Msg: fmt.Sprintf(format, args...)}
@@ -162,25 +174,70 @@ func (c Config) validate(path string) error {
 	default:
 		return bad("provider.kind %q: want anthropic, openai or none", c.Provider.Kind)
 	}
-	switch c.Tokenizer {
-	case "", "auto", "chars", "o200k", "cl100k":
-	default:
-		return bad("tokenizer %q: want auto, chars, o200k or cl100k", c.Tokenizer)
-	}
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return bad("log_level %q: want debug, info, warn or error", c.LogLevel)
 	}
-	for name, v := range map[string]float64{"thresholds.prune": c.Thresholds.Prune, "thresholds.compact": c.Thresholds.Compact, "thresholds.emergency": c.Thresholds.Emergency} {
-		if v < 0 || v > 1 {
-			return bad("%s %.2f: want a share between 0 and 1", name, v)
+	if err := c.engineConfig().Validate(); err != nil {
+		var ce *ConfigError
+		if errors.As(settingError(err, "", func(string) origin { return fromConfig }), &ce) {
+			return bad("%s", ce.Msg)
 		}
+		return bad("%v", err)
 	}
-	if c.ContextWindow < 0 || c.KeepRecent < 0 || c.MaxOutputTokens < 0 {
-		return bad("token counts cannot be negative")
+	switch {
+	case c.MaxInputBytes < 0:
+		return bad("max_input_bytes %d: want a positive byte count, or 0 for the default (%d)", c.MaxInputBytes, defaultMaxInputBytes)
+	case c.Provider.Timeout.Duration < 0:
+		return bad("provider.timeout %s: want a positive duration like 90s, or omit it for the default (%s)", c.Provider.Timeout, defaultProviderTimeout)
+	case c.Provider.MaxRetries != nil && *c.Provider.MaxRetries < 0:
+		return bad("provider.max_retries %d: want 0 (no retries) or more", *c.Provider.MaxRetries)
+	case c.Provider.MaxRetries != nil && *c.Provider.MaxRetries > 20:
+		return bad("provider.max_retries %d: want at most 20", *c.Provider.MaxRetries)
+	case c.Serve.MaxRequestBytes < 0:
+		return bad("serve.max_request_bytes %d: want a positive byte count, or 0 for the default", c.Serve.MaxRequestBytes)
+	case c.Serve.RequestTimeout.Duration < 0:
+		return bad("serve.request_timeout %s: want a positive duration, or omit it for the default", c.Serve.RequestTimeout)
+	case c.Serve.BodyTimeout.Duration < 0:
+		return bad("serve.body_timeout %s: want a positive duration, or omit it for the default", c.Serve.BodyTimeout)
+	case c.Tools.OutputLimit < 0:
+		return bad("tools.output_tokens %d: want a positive count, or 0 for the default", c.Tools.OutputLimit)
 	}
 	return nil
+}
+
+// engineConfig is the engine part of the file, flags not applied.
+func (c Config) engineConfig() host.Config {
+	return host.Config{
+		Model: c.Model, ContextWindow: c.ContextWindow, MaxOutputTokens: c.MaxOutputTokens, Tokenizer: c.Tokenizer,
+		Strategy: c.Strategy, Fallbacks: c.Fallbacks, KeepRecentTokens: c.KeepRecent, SummaryTokens: c.SummaryTokens,
+		PruneThreshold: c.Thresholds.Prune, CompactThreshold: c.Thresholds.Compact, OverheadReserve: c.Thresholds.OverheadReserve,
+		EmergencyThreshold: c.Thresholds.Emergency, DisableCompaction: c.Thresholds.Disable, ToolOutputTokens: c.Tools.OutputLimit,
+		ToolCategories: c.Tools.Categories, FileTools: host.FileTools{Read: c.Tools.Read, Modify: c.Tools.Modify},
+	}
+}
+
+// goTypeError is the decoder's wording of a value of the wrong type,
+// which names Go fields and types.
+var goTypeError = regexp.MustCompile(`cannot decode TOML (\w+) into struct field \S+ of type (\S+)`)
+
+// decodeMessage words a decoding error with the key, not the Go field.
+func decodeMessage(de *toml.DecodeError) string {
+	msg := strings.TrimPrefix(de.Error(), "toml: ")
+	if m := goTypeError.FindStringSubmatch(msg); m != nil {
+		want := map[string]string{"int": "an integer", "int64": "an integer", "float64": "a number", "string": "a string",
+			"bool": "true or false", "[]string": "a list of strings", "map[string]string": "a table of strings",
+			"*int": "an integer", "cli.Duration": "a duration like \"90s\""}[m[2]]
+		if want == "" {
+			want = "another type"
+		}
+		msg = fmt.Sprintf("want %s, not a TOML %s", want, m[1])
+	}
+	if k := de.Key(); len(k) > 0 {
+		msg = strings.Join(k, ".") + ": " + msg
+	}
+	return msg
 }
 
 // applyEnv overrides c with the COMPACT_HOST_* variables that are set.
@@ -195,8 +252,8 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			c.Model = v
 		case "context_window":
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return &ConfigError{Path: k.env, Msg: fmt.Sprintf("%q is not a token count", v)}
+			if err != nil || n < 0 || n > host.MaxContextWindow {
+				return &ConfigError{Path: k.env, Msg: fmt.Sprintf("%q is not a token count from 0 to %d", v, host.MaxContextWindow)}
 			}
 			c.ContextWindow = n
 		case "strategy":
@@ -223,7 +280,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 func loadConfig(path string, getenv func(string) string) (Config, string, error) {
 	explicit := path != ""
 	if !explicit {
-		path = defaultConfigPath()
+		path = defaultConfigPath(getenv)
 	}
 	var c Config
 	if path != "" {
@@ -259,6 +316,7 @@ key is an error.
   plugins_dir = ""                # default <user config dir>/compact-host/plugins
   cache_dir = ""                  # compiled wasm cache (default <user cache dir>/compact-host)
   log_level = "warn"              # debug | info | warn | error
+  max_input_bytes = 268435456     # largest session or text read (256 MiB)  flag --max-input-bytes
 
   [thresholds]                    # shares of the input budget
   prune = 0.70                    # shorten old oversized tool results above this
@@ -273,8 +331,8 @@ key is an error.
   model = ""                      # default: model above
   compaction_model = ""           # a cheaper model for summaries
   api_key_env = ""                # default ANTHROPIC_API_KEY or OPENAI_API_KEY
-  timeout = "2m"
-  max_retries = 2
+  timeout = "2m"                  # each model call attempt      flag --provider-timeout
+  max_retries = 2                 # retries of a failed call (0: none)
 
   [tools]
   categories = { my_search = "match-list" }   # head-tail | match-list | file-content | generic
@@ -285,6 +343,7 @@ key is an error.
   [serve]
   addr = "127.0.0.1:8377"
   token_env = ""                  # env var holding a bearer token the API requires
-  max_request_bytes = 67108864
-  request_timeout = "5m"
+  max_request_bytes = 67108864    # flag --max-request-bytes
+  request_timeout = "5m"          # a request, its wait for a worker included  flag --request-timeout
+  body_timeout = "30s"            # a request body must arrive within this      flag --body-timeout
 `

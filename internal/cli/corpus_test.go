@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/compact-host/compact-host/host"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // corpusDir finds ../shared/corpus beside the repository root.
@@ -42,44 +44,39 @@ func TestCompactEveryCorpusSession(t *testing.T) {
 	if len(files) == 0 {
 		t.Skip("corpus is empty")
 	}
-	cache := t.TempDir()
+	cache, home := t.TempDir(), t.TempDir()
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out.jsonl")
 			var stdout, stderr bytes.Buffer
 			code := Main([]string{"--strategy=structured", f, "--context-window", "32000", "-o", out, "--json"},
 				IO{In: bytes.NewReader(nil), Out: &stdout, Err: &stderr, Getenv: func(k string) string {
-					if k == "COMPACT_HOST_CACHE_DIR" {
+					switch k {
+					case "COMPACT_HOST_CACHE_DIR":
 						return cache
+					case "XDG_CONFIG_HOME":
+						return home
 					}
 					return ""
 				}})
-			if code != ExitOK {
-				t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
-			}
+			require.Equal(t, ExitOK, code, "%s%s", stdout.String(), stderr.String())
 			var rep compactReport
-			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-				t.Fatal(err)
+			require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+			assert.NotEqual(t, "none", rep.Action)
+			if rep.Action != "emergency" {
+				assert.NotEmpty(t, rep.Strategy)
 			}
-			if rep.Action == "none" || rep.Strategy == "" && rep.Action != "emergency" || !rep.Fits || rep.TokensAfter >= rep.TokensBefore {
-				t.Fatalf("report %+v", rep)
-			}
+			assert.True(t, rep.Fits, "fits: %+v", rep)
+			assert.Less(t, rep.TokensAfter, rep.TokensBefore)
 			e, err := host.New(host.Config{ContextWindow: 32000, Tokenizer: "chars"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s, err := e.LoadSession(out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			// The gate check after the compaction may compact again when
 			// the kept tail is itself over the budget.
-			if s.Len() != rep.Messages || len(s.Compactions()) == 0 {
-				t.Fatalf("reloaded %d messages and %d compactions, want %d and at least 1", s.Len(), len(s.Compactions()), rep.Messages)
-			}
-			if err := host.Validate(s.Context(), false); err != nil {
-				t.Fatalf("reloaded context is invalid: %v", err)
-			}
+			assert.Equal(t, rep.Messages, s.Len(), "reloaded messages")
+			assert.NotEmpty(t, s.Compactions())
+			assert.NoError(t, host.Validate(s.Context(), false), "the reloaded context is valid")
 			t.Logf("%s: %d messages, %d -> %d tokens, %s", rep.Format, rep.Messages, rep.TokensBefore, rep.TokensAfter, rep.Strategy)
 		})
 	}

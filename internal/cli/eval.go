@@ -2,11 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
+	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/atomicfile"
 	"github.com/compact-host/compact-host/internal/eval"
 	"github.com/spf13/cobra"
@@ -64,8 +68,8 @@ func parseWindow(s string) (int, error) {
 		t, mult = strings.TrimSuffix(t, "k"), 1000
 	}
 	n, err := strconv.Atoi(t)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("--window %q: want a token count like 32000 or 32k", s)
+	if err != nil || n <= 0 || n > host.MaxContextWindow/mult {
+		return 0, fmt.Errorf("--window %q: want a token count like 32000 or 32k, at most %d", s, host.MaxContextWindow)
 	}
 	return n * mult, nil
 }
@@ -89,6 +93,28 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 		return err
 	}
 	opts.Registry = reg
+	for _, name := range o.strategies {
+		if _, err := reg.Strategy(ctx, name); errors.Is(err, plugin.ErrNotFound) {
+			names := strategyNames(ctx, reg)
+			return usageError{fmt.Errorf("--strategy %q: no plugin provides this strategy; the strategies are %s%s", name, strings.Join(names, ", "), suggest(name, names))}
+		}
+	}
+	// A session named on the command line that cannot be opened is the
+	// user's mistake, told before minutes of replay.
+	for _, p := range args {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		st, err := f.Stat()
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return &inputError{Path: p, Msg: fmt.Sprintf("is a %s, not a session file", kindOf(st.Mode()))}
+		}
+	}
 	if g.io.ErrIsTerminal {
 		opts.Progress = g.io.Err
 	}
@@ -98,8 +124,11 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 		}
 	}
 	rep, err := eval.Run(ctx, opts)
-	if err != nil {
+	if errors.Is(err, eval.ErrNoSessions) {
 		return withCode(ExitInput, err)
+	}
+	if err != nil {
+		return err
 	}
 	if o.json {
 		if err := rep.WriteJSON(g.io.Out); err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/spf13/cobra"
@@ -60,12 +58,15 @@ func newInspectCmd(g *globals) *cobra.Command {
 	}
 	addEngineFlags(cmd, &o.engine)
 	cmd.Flags().StringVar(&o.format, "format", "", "input format (default: detected)")
-	cmd.Flags().IntVar(&o.largest, "largest", 5, "how many of the largest tool outputs to list")
+	cmd.Flags().IntVar(&o.largest, "largest", 5, "how many of the largest tool outputs to list (0 to 1000)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the report as JSON")
 	return cmd
 }
 
 func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []string) error {
+	if o.largest < 0 || o.largest > 1000 {
+		return usageError{fmt.Errorf("--largest %d: want 0 to 1000", o.largest)}
+	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
 		return err
@@ -75,7 +76,7 @@ func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []strin
 	if err != nil {
 		return err
 	}
-	in, err := a.loadInput(e, argOr(args, ""), o.format, false)
+	in, err := a.loadInput(ctx, e, argOr(args, ""), o.format, false)
 	if err != nil {
 		return err
 	}
@@ -122,25 +123,6 @@ func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []strin
 		fmt.Fprintf(w, "skipped %d %q records\n", v, k)
 	}
 	return nil
-}
-
-// readArg reads the file named by the first argument, or stdin when there
-// is none or it is "-".
-func readArg(g *globals, args []string) ([]byte, error) {
-	var r io.Reader = g.io.In
-	if p := argOr(args, "-"); p != "-" {
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, withCode(ExitInput, err)
-		}
-		defer f.Close()
-		r = f
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, withCode(ExitInput, err)
-	}
-	return data, nil
 }
 
 func argOr(args []string, def string) string {

@@ -28,6 +28,7 @@ type serveOptions struct {
 	tokenEnv        string
 	maxRequestBytes int64
 	requestTimeout  time.Duration
+	bodyTimeout     time.Duration
 	maxConcurrent   int
 }
 
@@ -83,13 +84,21 @@ config); the engine flags set the defaults each request may override.
 	fl.StringVar(&o.tokenEnv, "token-env", "", "name of the environment variable holding the bearer token the API requires (default: [serve] token_env; none: no token)")
 	fl.Int64Var(&o.maxRequestBytes, "max-request-bytes", 0, "largest request body accepted, larger ones get 413 (default: [serve] max_request_bytes, or 64 MiB)")
 	fl.DurationVar(&o.requestTimeout, "request-timeout", 0, "bound on one request, its wait for a worker included (default: [serve] request_timeout, or 5m)")
+	fl.DurationVar(&o.bodyTimeout, "body-timeout", 0, "bound on the arrival of a request body, read before it waits for a worker; slower ones get 408 (default: [serve] body_timeout, or 30s)")
 	fl.IntVar(&o.maxConcurrent, "max-concurrent", 0, "requests worked on at once; more wait for a worker (default: twice the CPUs)")
 	return cmd
 }
 
 func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Command) error {
-	if o.maxRequestBytes < 0 || o.requestTimeout < 0 || o.maxConcurrent < 0 {
-		return usageError{errors.New("--max-request-bytes, --request-timeout and --max-concurrent cannot be negative")}
+	switch {
+	case o.maxRequestBytes < 0:
+		return usageError{fmt.Errorf("--max-request-bytes %d: want a positive byte count", o.maxRequestBytes)}
+	case o.requestTimeout < 0:
+		return usageError{fmt.Errorf("--request-timeout %s: want a positive duration", o.requestTimeout)}
+	case o.bodyTimeout < 0:
+		return usageError{fmt.Errorf("--body-timeout %s: want a positive duration", o.bodyTimeout)}
+	case o.maxConcurrent < 0 || o.maxConcurrent > 10000:
+		return usageError{fmt.Errorf("--max-concurrent %d: want 1 to 10000, or 0 for twice the CPUs", o.maxConcurrent)}
 	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
@@ -142,19 +151,22 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 		}
 	}
 	hc := a.hostConfig()
-	var model host.ModelClient
-	if m, err := a.model(hc.Model); err != nil {
+	model, err := a.model()
+	if err != nil {
 		return err
-	} else if m != nil {
-		model = m
 	}
 	srv, err := server.New(server.Options{
 		Config: hc, Registry: reg, Model: model, Logger: a.log, Version: Version,
 		MaxRequestBytes: pick(o.maxRequestBytes, sc.MaxRequestBytes),
 		RequestTimeout:  pick(o.requestTimeout, sc.RequestTimeout.Duration),
+		BodyTimeout:     pick(o.bodyTimeout, sc.BodyTimeout.Duration),
 		Token:           token, MaxConcurrent: o.maxConcurrent,
 	})
 	if err != nil {
+		var ce *host.ConfigError
+		if errors.As(err, &ce) {
+			return a.settingError(err)
+		}
 		return withCode(ExitUsage, err)
 	}
 	ln, err := net.Listen("tcp", addr)

@@ -42,17 +42,20 @@ func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string)
 		return err
 	}
 	defer a.close()
+	if err := a.hostConfig().Validate(); err != nil {
+		return a.settingError(err)
+	}
 	counts := map[string]int{}
 	order := []string{"chars", "o200k", "cl100k"}
 	var chars int
 	if o.text {
-		data, err := readArg(g, args)
+		data, err := a.readInput(ctx, argOr(args, "-"))
 		if err != nil {
 			return err
 		}
 		chars = len([]rune(string(data)))
 		for _, mode := range order {
-			e, err := host.New(host.Config{ContextWindow: 1 << 30, Tokenizer: mode})
+			e, err := host.New(host.Config{ContextWindow: host.MaxContextWindow, Tokenizer: mode})
 			if err != nil {
 				return err
 			}
@@ -65,9 +68,9 @@ func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string)
 			hc.Tokenizer = mode
 			e, err := host.New(hc, host.WithLogger(a.log))
 			if err != nil {
-				return withCode(ExitUsage, err)
+				return a.settingError(err)
 			}
-			in, err = a.loadInput(e, argOr(args, ""), o.format, false)
+			in, err = a.loadInput(ctx, e, argOr(args, ""), o.format, false)
 			if err != nil {
 				return err
 			}

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 
+	"github.com/compact-host/compact-host/host"
+
+	"github.com/compact-host/compact-host/internal/server"
 	"github.com/spf13/cobra"
 )
 
@@ -40,8 +44,8 @@ Truncators are plugins; a plugin may add categories of its own.`,
 }
 
 func runTruncate(ctx context.Context, g *globals, o *truncateOptions, args []string) error {
-	if o.maxTokens < 0 {
-		return usageError{fmt.Errorf("--max-tokens %d: want a positive count", o.maxTokens)}
+	if o.maxTokens < 0 || o.maxTokens > host.MaxContextWindow {
+		return usageError{fmt.Errorf("--max-tokens %d: want a positive count up to %d", o.maxTokens, host.MaxContextWindow)}
 	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
@@ -52,7 +56,7 @@ func runTruncate(ctx context.Context, g *globals, o *truncateOptions, args []str
 	if err != nil {
 		return err
 	}
-	data, err := readArg(g, args)
+	data, err := a.readInput(ctx, argOr(args, "-"))
 	if err != nil {
 		return err
 	}
@@ -62,9 +66,10 @@ func runTruncate(ctx context.Context, g *globals, o *truncateOptions, args []str
 	}
 	out := e.TruncateOutput(ctx, category, o.tool, data, o.maxTokens)
 	if o.json {
-		return json.NewEncoder(g.io.Out).Encode(map[string]any{
-			"category": category, "bytes_before": len(data), "bytes_after": len(out),
-			"tokens_before": e.CountTokens(string(data)), "tokens_after": e.CountTokens(string(out)), "output": string(out),
+		// The answer of POST /v1/truncate, so the names are the API's.
+		return json.NewEncoder(g.io.Out).Encode(server.TruncateResponse{
+			Content: string(out), Category: category, Truncated: !bytes.Equal(data, out),
+			BytesBefore: len(data), BytesAfter: len(out), TokensBefore: e.CountTokens(string(data)), TokensAfter: e.CountTokens(string(out)),
 		})
 	}
 	_, err = g.io.Out.Write(out)

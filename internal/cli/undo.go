@@ -39,9 +39,9 @@ func runUndo(ctx context.Context, g *globals, o *undoOptions, path string) error
 	}
 	e, err := host.New(a.hostConfig(), host.WithLogger(a.log))
 	if err != nil {
-		return withCode(ExitUsage, err)
+		return a.settingError(err)
 	}
-	in, err := a.loadInput(e, path, "", true)
+	in, err := a.loadInput(ctx, e, path, "", true)
 	if err != nil {
 		return err
 	}

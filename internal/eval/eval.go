@@ -29,6 +29,17 @@ var (
 // is not found.
 var ErrNoSessions = errors.New("eval: no sessions to evaluate")
 
+// SessionError is a session named in Options.Sessions that cannot be
+// read. A corpus file that cannot be read is reported in the report
+// instead: the corpus may hold files that are no sessions.
+type SessionError struct {
+	Path string
+	Err  error
+}
+
+func (e *SessionError) Error() string { return fmt.Sprintf("eval: %s: %v", e.Path, e.Err) }
+func (e *SessionError) Unwrap() error { return e.Err }
+
 // Options say what to evaluate. The zero value evaluates every session of
 // the shared corpus at DefaultWindows with DefaultStrategies, offline, with
 // the built-in strategies run as wasm modules.
@@ -233,7 +244,8 @@ type Target struct {
 
 // Run evaluates every session × window × strategy of opts.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	if len(opts.Sessions) == 0 {
+	named := len(opts.Sessions) > 0
+	if !named {
 		dir, err := CorpusDir()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrNoSessions, err)
@@ -291,6 +303,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		began := time.Now()
 		sess, info, err := loadSession(path)
+		if err != nil && named {
+			return nil, &SessionError{Path: path, Err: errors.Unwrap(err)}
+		}
 		if err != nil {
 			info.Err = err.Error()
 			rep.Sessions = append(rep.Sessions, info)

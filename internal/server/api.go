@@ -78,15 +78,22 @@ type CompactReport struct {
 	TokensBefore  int     `json:"tokens_before"`
 	TokensAfter   int     `json:"tokens_after"`
 	Fits          bool    `json:"fits"`
-	Strategy      string  `json:"strategy,omitempty"`
-	Offline       bool    `json:"offline,omitempty"`
-	Folded        int     `json:"messages_folded,omitempty"`
+	// RequestedStrategy is the strategy asked for; Strategy the one that
+	// wrote the summary, which differs after a fallback (see Fallbacks).
+	RequestedStrategy string `json:"requested_strategy,omitempty"`
+	Strategy          string `json:"strategy,omitempty"`
+	Offline           bool   `json:"offline,omitempty"`
+	Folded            int    `json:"messages_folded,omitempty"`
 	// Kept is the number of messages in the compacted context, summary
 	// included.
-	Kept           int            `json:"messages_kept,omitempty"`
-	Fallbacks      []string       `json:"fallbacks,omitempty"`
-	Plan           *Plan          `json:"plan,omitempty"`
-	CostUSD        float64        `json:"cost_usd,omitempty"`
+	Kept int `json:"messages_kept,omitempty"`
+	// Fallbacks are the strategies that failed, each with the one tried
+	// next and why ("structured → narrative: ..."); empty when the
+	// requested strategy wrote the summary.
+	Fallbacks []string `json:"fallbacks,omitempty"`
+	Plan      *Plan    `json:"plan,omitempty"`
+	// ModelStats are the model calls made, failed ones included.
+	ModelStats
 	SkippedRecords map[string]int `json:"skipped_records,omitempty"`
 	Repaired       map[string]int `json:"repaired,omitempty"`
 	Warnings       []string       `json:"warnings,omitempty"`
@@ -107,7 +114,8 @@ type Plan struct {
 	FilesModified []string `json:"files_modified,omitempty"`
 }
 
-func planOf(p host.Plan) *Plan {
+// PlanOf is p on the wire.
+func PlanOf(p host.Plan) *Plan {
 	return &Plan{
 		FirstKept: p.FirstKept, FirstKeptID: p.FirstKeptID, Folded: p.Folded, Kept: p.Kept, TurnPrefix: p.TurnPrefix,
 		TokensBefore: p.TokensBefore, TokensKept: p.TokensKept, SummaryTokens: p.SummaryTokens,
@@ -191,6 +199,8 @@ type CheckResponse struct {
 	Session      json.RawMessage `json:"session,omitempty"`
 	Fallbacks    []string        `json:"fallbacks,omitempty"`
 	Warnings     []string        `json:"warnings,omitempty"`
+	// With apply, the model calls the gate made.
+	*ModelStats
 }
 
 // TruncateRequest is the body of POST /v1/truncate.

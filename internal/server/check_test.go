@@ -1,11 +1,12 @@
 package server
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCheckMeasures(t *testing.T) {
@@ -13,16 +14,14 @@ func TestCheckMeasures(t *testing.T) {
 	small := encode(t, formats.Anthropic, codingSession(10, 2, 200))
 	var got CheckResponse
 	call(t, ts, "POST", "/v1/check", CheckRequest{Session: small}).decode(t, &got)
-	if got.Action != "none" || !got.Fits || got.Decision != nil || got.Session != nil {
-		t.Fatalf("small session: %+v", got)
-	}
-	b := got.Budget
-	if b.ContextWindow != 20000 || b.MaxOutputTokens != 2000 || b.Input != 18000 || b.PruneAt != 0.70 || b.EmergencyAt != 0.95 {
-		t.Fatalf("budget %+v", b)
-	}
-	if got.Tokens <= 0 || got.Total != got.Tokens || got.Usage != float64(got.Total)/18000 {
-		t.Fatalf("tokens %d total %d usage %g", got.Tokens, got.Total, got.Usage)
-	}
+	assert.Equal(t, "none", got.Action)
+	assert.True(t, got.Fits)
+	assert.Nil(t, got.Decision)
+	assert.Nil(t, got.Session)
+	assert.Equal(t, Budget{ContextWindow: 20000, MaxOutputTokens: 2000, Input: 18000, PruneAt: 0.70, CompactAt: got.Budget.CompactAt, EmergencyAt: 0.95}, got.Budget)
+	require.Positive(t, got.Tokens)
+	assert.Equal(t, got.Tokens, got.Total)
+	assert.Equal(t, float64(got.Total)/18000, got.Usage)
 
 	// The request's tool schemas and dynamic context count against the
 	// budget and move the gate's decision.
@@ -40,9 +39,10 @@ func TestCheckMeasures(t *testing.T) {
 		var c CheckResponse
 		call(t, ts, "POST", "/v1/check", CheckRequest{Session: small,
 			Request: GateRequest{ToolSchemaTokens: tc.overhead / 2, DynamicTokens: tc.overhead - tc.overhead/2}}).decode(t, &c)
-		if c.Overhead != tc.overhead || c.Total != got.Tokens+tc.overhead || c.Action != tc.action || c.Fits != tc.fits {
-			t.Errorf("overhead %d: total %d action %q fits %v, want %q %v", tc.overhead, c.Total, c.Action, c.Fits, tc.action, tc.fits)
-		}
+		assert.Equal(t, tc.overhead, c.Overhead)
+		assert.Equal(t, got.Tokens+tc.overhead, c.Total, "overhead %d", tc.overhead)
+		assert.Equal(t, tc.action, c.Action, "overhead %d", tc.overhead)
+		assert.Equal(t, tc.fits, c.Fits, "overhead %d", tc.overhead)
 	}
 }
 
@@ -53,32 +53,26 @@ func TestCheckApplyRunsTheGate(t *testing.T) {
 	call(t, ts, "POST", "/v1/check", CheckRequest{Session: encode(t, "jsonl", msgs), Apply: true,
 		Request: GateRequest{ToolSchemaTokens: 500}}).decode(t, &got)
 	d := got.Decision
-	if d == nil || d.Action == "none" || d.TokensAfter >= d.TokensBefore || !d.Fits || !got.Fits {
-		t.Fatalf("decision %+v", d)
-	}
-	if d.TokensBefore != got.Total {
-		t.Errorf("the decision measured %d tokens before, the check %d", d.TokensBefore, got.Total)
-	}
-	if got.OutputFormat != formats.Canonical {
-		t.Errorf("output format %q", got.OutputFormat)
-	}
+	require.NotNil(t, d)
+	assert.NotEqual(t, "none", d.Action)
+	assert.Less(t, d.TokensAfter, d.TokensBefore)
+	assert.True(t, d.Fits)
+	assert.True(t, got.Fits)
+	assert.Equal(t, got.Total, d.TokensBefore, "the decision and the check measure alike")
+	assert.Equal(t, formats.Canonical, got.OutputFormat)
+	require.NotNil(t, got.ModelStats, "apply reports the model calls")
+	assert.Zero(t, got.ModelStats.Calls, "offline: no model calls")
 	ctx := contextOf(t, got.OutputFormat, got.Session)
-	if err := host.Validate(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if len(ctx) >= len(msgs) {
-		t.Fatalf("the gate left %d of %d messages", len(ctx), len(msgs))
-	}
+	require.NoError(t, host.Validate(ctx, false))
+	assert.Less(t, len(ctx), len(msgs), "the gate folded messages")
 
 	// Under the prune threshold, apply changes nothing.
 	var calm CheckResponse
 	call(t, ts, "POST", "/v1/check", CheckRequest{Session: encode(t, formats.OpenAI, codingSession(12, 2, 200)), Apply: true}).decode(t, &calm)
-	if calm.Decision.Action != "none" || calm.OutputFormat != formats.OpenAI {
-		t.Fatalf("calm: %+v", calm.Decision)
-	}
-	if n := len(contextOf(t, formats.OpenAI, calm.Session)); n != len(codingSession(12, 2, 200)) {
-		t.Fatalf("calm session came back with %d messages", n)
-	}
+	require.NotNil(t, calm.Decision)
+	assert.Equal(t, "none", calm.Decision.Action)
+	assert.Equal(t, formats.OpenAI, calm.OutputFormat)
+	assert.Len(t, contextOf(t, formats.OpenAI, calm.Session), len(codingSession(12, 2, 200)))
 }
 
 func TestCheckRejects(t *testing.T) {
@@ -95,13 +89,14 @@ func TestCheckRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := call(t, ts, "POST", "/v1/check", tc.body)
-			if e := r.err(t); r.Status != 400 || e.Code != tc.code {
-				t.Fatalf("%d %+v, want 400 %s", r.Status, e, tc.code)
-			}
+			e := r.err(t)
+			assert.Equal(t, 400, r.Status)
+			assert.Equal(t, tc.code, e.Code, e.Message)
 		})
 	}
 	r := call(t, ts, "POST", "/v1/check", `{"session":{"model":"x"}}`)
-	if e := r.err(t); r.Status != 400 || e.Code != CodeUnknownFormat || !strings.Contains(e.Message, "format") {
-		t.Fatalf("undetectable session: %d %+v", r.Status, e)
-	}
+	e := r.err(t)
+	assert.Equal(t, 400, r.Status)
+	assert.Equal(t, CodeUnknownFormat, e.Code)
+	assert.Contains(t, e.Message, "format")
 }

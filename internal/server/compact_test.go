@@ -12,6 +12,8 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCompactEachInputForm(t *testing.T) {
@@ -32,31 +34,26 @@ func TestCompactEachInputForm(t *testing.T) {
 			var got CompactResponse
 			call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, tc.form, msgs)}).decode(t, &got)
 			rep := got.Report
-			if rep.Action != "compacted" || rep.Format != tc.inFormat || rep.OutputFormat != tc.outFormat {
-				t.Fatalf("action %q format %q output %q, want compacted %s %s", rep.Action, rep.Format, rep.OutputFormat, tc.inFormat, tc.outFormat)
-			}
-			if rep.TokensAfter >= rep.TokensBefore || rep.Folded == 0 || !rep.Fits {
-				t.Fatalf("tokens %d → %d, folded %d, fits %v", rep.TokensBefore, rep.TokensAfter, rep.Folded, rep.Fits)
-			}
-			if rep.Strategy != "structured" || !rep.Offline {
-				t.Errorf("strategy %q offline %v, want structured offline (no model configured)", rep.Strategy, rep.Offline)
-			}
+			require.Equal(t, "compacted", rep.Action)
+			assert.Equal(t, tc.inFormat, rep.Format)
+			assert.Equal(t, tc.outFormat, rep.OutputFormat)
+			assert.Less(t, rep.TokensAfter, rep.TokensBefore)
+			assert.Positive(t, rep.Folded)
+			assert.True(t, rep.Fits)
+			assert.Equal(t, "structured", rep.Strategy)
+			assert.Equal(t, "structured", rep.RequestedStrategy)
+			assert.Empty(t, rep.Fallbacks)
+			assert.True(t, rep.Offline, "no model configured")
+			assert.Zero(t, rep.Calls)
 			ctx := contextOf(t, rep.OutputFormat, got.Session)
-			if err := host.Validate(ctx, false); err != nil {
-				t.Fatalf("returned session is invalid: %v", err)
-			}
-			if len(ctx) >= len(msgs) || len(ctx) != rep.Kept {
-				t.Fatalf("returned context has %d messages (report: %d), the input %d", len(ctx), rep.Kept, len(msgs))
-			}
+			require.NoError(t, host.Validate(ctx, false), "the returned session is valid")
+			assert.Less(t, len(ctx), len(msgs))
+			assert.Len(t, ctx, rep.Kept)
 			// The summary carries the latest request, and the newest turn
 			// is kept verbatim.
 			all := flatten(ctx)
-			if !strings.Contains(all, "session 1 turn 7: fix the failing test") {
-				t.Errorf("the latest request is lost:\n%.2000s", all)
-			}
-			if !strings.Contains(all, "Turn 7 is done") {
-				t.Errorf("the newest reply is not kept")
-			}
+			assert.Contains(t, all, "session 1 turn 7: fix the failing test", "the latest request is kept")
+			assert.Contains(t, all, "Turn 7 is done", "the newest reply is kept")
 		})
 	}
 }
@@ -79,23 +76,18 @@ func TestCompactLogIsUndoableAndCompactsAgain(t *testing.T) {
 	var first CompactResponse
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, "log", msgs)}).decode(t, &first)
 	s := replay(t, first.Session)
-	if n := len(s.Compactions()); n != 1 {
-		t.Fatalf("the returned log has %d compactions, want 1", n)
-	}
-	if _, err := s.Undo(); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.Context(); len(got) != len(msgs) || flatten(got) != flatten(msgs) {
-		t.Fatalf("after undo the context has %d messages, want the %d sent", len(got), len(msgs))
-	}
+	require.Len(t, s.Compactions(), 1)
+	_, err := s.Undo()
+	require.NoError(t, err)
+	undone := s.Context()
+	assert.Len(t, undone, len(msgs), "undo brings back every message")
+	assert.Equal(t, flatten(msgs), flatten(undone))
 
 	// The log sent back with more turns compacts again, on top of the
 	// first compaction, whose summary the new one merges.
 	more := codingSession(3, 6, 600)
 	var log string
-	if err := json.Unmarshal(first.Session, &log); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(first.Session, &log))
 	var b strings.Builder
 	b.WriteString(log)
 	for i := range more[1:] {
@@ -108,16 +100,10 @@ func TestCompactLogIsUndoableAndCompactsAgain(t *testing.T) {
 	second, _ := json.Marshal(b.String())
 	var got CompactResponse
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: second}).decode(t, &got)
-	if got.Report.Action != "compacted" {
-		t.Fatalf("second compaction: %+v", got.Report)
-	}
+	require.Equal(t, "compacted", got.Report.Action, "second compaction")
 	s2 := replay(t, got.Session)
-	if n := len(s2.Compactions()); n != 2 {
-		t.Fatalf("after the second compaction the log has %d compactions, want 2", n)
-	}
-	if err := host.Validate(s2.Context(), false); err != nil {
-		t.Fatal(err)
-	}
+	require.Len(t, s2.Compactions(), 2)
+	require.NoError(t, host.Validate(s2.Context(), false))
 }
 
 func TestCompactUnderThresholdReturnsTheSessionUnchanged(t *testing.T) {
@@ -126,22 +112,18 @@ func TestCompactUnderThresholdReturnsTheSessionUnchanged(t *testing.T) {
 	var got CompactResponse
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, formats.OpenAI, msgs),
 		Options: CompactOptions{Threshold: 0.8}}).decode(t, &got)
-	if got.Report.Action != "none" || got.Report.TokensAfter != got.Report.TokensBefore || !got.Report.Fits {
-		t.Fatalf("report %+v, want action none", got.Report)
-	}
+	assert.Equal(t, "none", got.Report.Action)
+	assert.Equal(t, got.Report.TokensBefore, got.Report.TokensAfter)
+	assert.True(t, got.Report.Fits)
 	var sent bytes.Buffer
-	json.Compact(&sent, encode(t, formats.OpenAI, msgs))
-	if !bytes.Equal(got.Session, sent.Bytes()) {
-		t.Fatalf("the session came back changed:\n%s", got.Session)
-	}
+	require.NoError(t, json.Compact(&sent, encode(t, formats.OpenAI, msgs)))
+	assert.Equal(t, sent.String(), string(got.Session), "the session comes back unchanged")
 
 	// Over the threshold, it compacts.
 	big := codingSession(4, 8, 600)
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, formats.OpenAI, big),
 		Options: CompactOptions{Threshold: 0.3}}).decode(t, &got)
-	if got.Report.Action != "compacted" {
-		t.Fatalf("over the threshold: action %q", got.Report.Action)
-	}
+	assert.Equal(t, "compacted", got.Report.Action, "over the threshold")
 }
 
 func TestCompactDryRunPlansAndSendsNoSession(t *testing.T) {
@@ -150,12 +132,16 @@ func TestCompactDryRunPlansAndSendsNoSession(t *testing.T) {
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, "canonical", codingSession(5, 8, 600)),
 		Options: CompactOptions{DryRun: true}}).decode(t, &got)
 	p := got.Report.Plan
-	if got.Report.Action != "plan" || p == nil || got.Session != nil {
-		t.Fatalf("dry run: %+v, session %d bytes", got.Report, len(got.Session))
-	}
-	if p.Folded == 0 || p.TokensKept >= p.TokensBefore || len(p.FilesModified) == 0 || p.FirstKeptID == "" {
-		t.Fatalf("plan %+v", p)
-	}
+	assert.Equal(t, "plan", got.Report.Action)
+	assert.Nil(t, got.Session)
+	require.NotNil(t, p)
+	assert.Positive(t, p.Folded)
+	assert.Less(t, p.TokensKept, p.TokensBefore)
+	assert.NotEmpty(t, p.FilesModified)
+	assert.NotEmpty(t, p.FirstKeptID)
+	// fits is about the tokens after, on a dry run too.
+	assert.Equal(t, got.Report.TokensAfter <= got.Report.Budget, got.Report.Fits)
+	assert.Equal(t, p.TokensKept+p.SummaryTokens, got.Report.TokensAfter)
 }
 
 func TestCompactNothingToFold(t *testing.T) {
@@ -163,12 +149,9 @@ func TestCompactNothingToFold(t *testing.T) {
 	msgs := []abi.Message{text(abi.RoleUser, "hello"), text(abi.RoleAssistant, "hi")}
 	var got CompactResponse
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, "canonical", msgs)}).decode(t, &got)
-	if got.Report.Action != "nothing to fold" || !got.Report.Fits {
-		t.Fatalf("report %+v", got.Report)
-	}
-	if ctx := contextOf(t, formats.Canonical, got.Session); flatten(ctx) != flatten(msgs) {
-		t.Fatalf("the session changed: %+v", ctx)
-	}
+	assert.Equal(t, "nothing to fold", got.Report.Action)
+	assert.True(t, got.Report.Fits)
+	assert.Equal(t, flatten(msgs), flatten(contextOf(t, formats.Canonical, got.Session)), "the session is unchanged")
 }
 
 func TestCompactOptionsOverrideTheEngine(t *testing.T) {
@@ -178,23 +161,20 @@ func TestCompactOptionsOverrideTheEngine(t *testing.T) {
 	var got CompactResponse
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: session, Options: CompactOptions{
 		EngineOptions: EngineOptions{Strategy: "truncate"}, Focus: "the nil check in the handler"}}).decode(t, &got)
-	if got.Report.Strategy != "truncate" {
-		t.Errorf("strategy %q, want truncate", got.Report.Strategy)
-	}
+	assert.Equal(t, "truncate", got.Report.Strategy)
+	assert.Equal(t, "truncate", got.Report.RequestedStrategy)
 
 	// A model sizes the budget; the server's tokenizer setting stays.
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: session, Options: CompactOptions{
 		EngineOptions: EngineOptions{Model: "gpt-4o"}, DryRun: true}}).decode(t, &got)
-	if got.Report.ContextWindow != 128000 || got.Report.Tokenizer != "chars/4" || got.Report.Model != "gpt-4o" {
-		t.Errorf("gpt-4o: window %d tokenizer %q model %q", got.Report.ContextWindow, got.Report.Tokenizer, got.Report.Model)
-	}
+	assert.Equal(t, 128000, got.Report.ContextWindow)
+	assert.Equal(t, "chars/4", got.Report.Tokenizer)
+	assert.Equal(t, "gpt-4o", got.Report.Model)
 	// With the tokenizer on auto, the model picks it.
 	_, auto := start(t, func(o *Options) { o.Config.Tokenizer = "" })
 	call(t, auto, "POST", "/v1/compact", CompactRequest{Session: session, Options: CompactOptions{
 		EngineOptions: EngineOptions{Model: "gpt-4o"}, DryRun: true}}).decode(t, &got)
-	if got.Report.Tokenizer != "o200k" {
-		t.Errorf("gpt-4o on auto: tokenizer %q, want o200k", got.Report.Tokenizer)
-	}
+	assert.Equal(t, "o200k", got.Report.Tokenizer, "gpt-4o on auto")
 
 	// A smaller window and keep figure fold more.
 	var small CompactResponse
@@ -202,9 +182,8 @@ func TestCompactOptionsOverrideTheEngine(t *testing.T) {
 		EngineOptions: EngineOptions{ContextWindow: 16000, KeepRecentTokens: 1000}, DryRun: true}}).decode(t, &small)
 	var def CompactResponse
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: session, Options: CompactOptions{DryRun: true}}).decode(t, &def)
-	if small.Report.ContextWindow != 16000 || small.Report.Plan.Kept >= def.Report.Plan.Kept {
-		t.Errorf("keep_recent_tokens 1000 kept %d messages, the default %d", small.Report.Plan.Kept, def.Report.Plan.Kept)
-	}
+	assert.Equal(t, 16000, small.Report.ContextWindow)
+	assert.Less(t, small.Report.Plan.Kept, def.Report.Plan.Kept, "keep_recent_tokens 1000 keeps fewer messages")
 
 	for _, tc := range []struct {
 		name   string
@@ -228,9 +207,7 @@ func TestCompactOptionsOverrideTheEngine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			body := `{"session":` + string(session) + `,"options":` + tc.opts + `}`
 			r := call(t, ts, "POST", "/v1/compact", body)
-			if e := r.err(t); r.Status != tc.status || e.Code != tc.code {
-				t.Fatalf("status %d code %q (%s), want %d %s", r.Status, e.Code, e.Message, tc.status, tc.code)
-			}
+			r.wantError(t, tc.status, tc.code)
 		})
 	}
 }
@@ -241,20 +218,15 @@ func TestCompactOutputFormats(t *testing.T) {
 	for _, out := range []string{formats.Canonical, formats.Anthropic, formats.OpenAI} {
 		var got CompactResponse
 		call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, "jsonl", msgs), OutputFormat: out}).decode(t, &got)
-		if got.Report.OutputFormat != out {
-			t.Fatalf("output_format %q, want %q", got.Report.OutputFormat, out)
+		require.Equal(t, out, got.Report.OutputFormat)
+		if out != formats.Canonical {
+			require.NotEmpty(t, got.Session)
+			assert.Equal(t, byte('{'), got.Session[0], "%s output is a JSON object", out)
 		}
-		if out != formats.Canonical && (len(got.Session) == 0 || got.Session[0] != '{') {
-			t.Fatalf("%s output is not a JSON object: %.80s", out, got.Session)
-		}
-		if err := host.Validate(contextOf(t, out, got.Session), false); err != nil {
-			t.Fatalf("%s output: %v", out, err)
-		}
+		assert.NoError(t, host.Validate(contextOf(t, out, got.Session), false), "%s output", out)
 	}
 	r := call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, "jsonl", msgs), OutputFormat: formats.ClaudeCode})
-	if e := r.err(t); r.Status != 400 || e.Code != CodeUnknownFormat {
-		t.Fatalf("claude-code output: %d %+v", r.Status, e)
-	}
+	r.wantError(t, 400, CodeUnknownFormat)
 }
 
 // TestCompactCorpusSession sends a real Claude Code session file as the
@@ -270,16 +242,13 @@ func TestCompactCorpusSession(t *testing.T) {
 	var got CompactResponse
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: session, OutputFormat: formats.Anthropic}).decode(t, &got)
 	rep := got.Report
-	if rep.Format != formats.ClaudeCode || rep.Action != "compacted" || rep.TokensAfter >= rep.TokensBefore || !rep.Fits {
-		t.Fatalf("report %+v", rep)
-	}
+	assert.Equal(t, formats.ClaudeCode, rep.Format)
+	assert.Equal(t, "compacted", rep.Action)
+	assert.Less(t, rep.TokensAfter, rep.TokensBefore)
+	assert.True(t, rep.Fits)
 	ctx := contextOf(t, formats.Anthropic, got.Session)
-	if err := host.Validate(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.SkippedRecords) == 0 {
-		t.Errorf("a Claude Code file has records without conversation; none reported skipped")
-	}
+	require.NoError(t, host.Validate(ctx, false))
+	assert.NotEmpty(t, rep.SkippedRecords, "a Claude Code file has records without conversation")
 }
 
 func TestCompactCannotSendAnInvalidSession(t *testing.T) {
@@ -292,7 +261,6 @@ func TestCompactCannotSendAnInvalidSession(t *testing.T) {
 	}
 	session, _ := json.Marshal(strings.Join(lines, "\n"))
 	r := call(t, ts, "POST", "/v1/compact", CompactRequest{Session: session})
-	if e := r.err(t); r.Status != http.StatusBadRequest || e.Code != CodeInvalidSession || !strings.Contains(e.Message, "nope") {
-		t.Fatalf("%d %+v", r.Status, e)
-	}
+	e := r.wantError(t, http.StatusBadRequest, CodeInvalidSession)
+	assert.Contains(t, e.Message, "nope")
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -17,31 +19,23 @@ import (
 // in step.
 func TestReferenceDocumentsTheAPI(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "doc.go", nil, parser.ParseComments|parser.PackageClauseOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	doc := f.Doc.Text()
 	for _, line := range strings.Split(Reference, "\n") {
-		if strings.TrimSpace(line) != "" && !strings.Contains(doc, line) {
-			t.Errorf("the package doc lacks the reference line %q", line)
+		if strings.TrimSpace(line) != "" {
+			assert.Contains(t, doc, line, "the package doc lacks a reference line")
 		}
 	}
 
 	s, err := New(Options{Config: testConfig, Registry: registry})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for path, rt := range s.routes {
-		if !strings.Contains(Reference, rt.method+" "+path) {
-			t.Errorf("the reference lacks %s %s", rt.method, path)
-		}
+		assert.Contains(t, Reference, rt.method+" "+path, "the reference lacks a route")
 	}
 
 	// Every code, with the status its comment names.
 	src, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	status := regexp.MustCompile(`\b([1-5]\d\d)\b`)
 	codes := 0
 	ast.Inspect(src, func(n ast.Node) bool {
@@ -53,24 +47,19 @@ func TestReferenceDocumentsTheAPI(t *testing.T) {
 		code, _ := strconv.Unquote(vs.Values[0].(*ast.BasicLit).Value)
 		for _, m := range status.FindAllString(vs.Comment.Text(), -1) {
 			n, _ := strconv.Atoi(m)
-			if http.StatusText(n) == "" || !regexp.MustCompile(`(?m)^  `+m+` `+code+`\b`).MatchString(Reference) {
-				t.Errorf("the reference lacks the row %q for %s", m+" "+code, vs.Names[0].Name)
-			}
+			assert.NotEmpty(t, http.StatusText(n), "%s names status %s", vs.Names[0].Name, m)
+			assert.Regexp(t, `(?m)^  `+m+` `+code+`\b`, Reference, "the reference lacks the row for %s", vs.Names[0].Name)
 		}
 		return true
 	})
-	if codes < 10 {
-		t.Fatalf("found %d error codes in errors.go", codes)
-	}
+	require.GreaterOrEqual(t, codes, 10, "error codes found in errors.go")
 
 	// Every JSON field of the wire types is named in the reference.
 	for _, v := range []any{CompactRequest{}, CompactOptions{}, Thresholds{}, CompactReport{}, CompactResponse{}, Plan{},
 		CheckRequest{}, CheckResponse{}, GateRequest{}, Budget{}, Decision{}, TruncateRequest{}, TruncateResponse{},
 		PluginInfo{}, PluginsResponse{}, Health{}} {
 		for _, name := range jsonFields(reflect.TypeOf(v)) {
-			if !strings.Contains(Reference, `"`+name+`"`) {
-				t.Errorf("the reference does not name the field %q of %T", name, v)
-			}
+			assert.Contains(t, Reference, `"`+name+`"`, "the reference does not name a field of %T", v)
 		}
 	}
 }
@@ -80,7 +69,11 @@ func jsonFields(t reflect.Type) []string {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if f.Anonymous {
-			out = append(out, jsonFields(f.Type)...)
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			out = append(out, jsonFields(ft)...)
 			continue
 		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")

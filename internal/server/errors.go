@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,14 +62,22 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}{e})
 }
 
-// writeJSON writes v as the response body with status.
+// writeJSON writes v as the response body with status. v is encoded
+// before the status is sent, so a value JSON cannot hold (a NaN) is a 500
+// that says so, never a 200 with an empty body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		b.Reset()
+		status = http.StatusInternalServerError
+		_ = json.NewEncoder(&b).Encode(map[string]any{"error": errorf(status, CodeInternal, "the answer could not be encoded: %v", err)})
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // the client is gone if this fails
+	_, _ = w.Write(b.Bytes()) // the client is gone if this fails
 }
 
 // bodyError turns a JSON decoding error of a request body into an answer

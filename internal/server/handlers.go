@@ -15,30 +15,28 @@ import (
 	"github.com/compact-host/compact-host/internal/sessionio"
 )
 
-// events collects what one request's engine reports.
+// events collects what one request's engine reports, and its model
+// calls.
 type events struct {
 	mu        sync.Mutex
 	fallbacks []string
-	cost      float64
+	meter     *Meter // nil when the server runs offline
 }
 
 func (ev *events) watch(e *host.Engine) {
 	e.Subscribe(func(x host.Event) {
 		ev.mu.Lock()
 		defer ev.mu.Unlock()
-		switch x := x.(type) {
-		case *host.FallbackEvent:
+		if x, ok := x.(*host.FallbackEvent); ok {
 			ev.fallbacks = append(ev.fallbacks, fmt.Sprintf("%s → %s: %v", x.From, x.To, x.Err))
-		case *host.CompactionEvent:
-			ev.cost += x.CostUSD
 		}
 	})
 }
 
-func (ev *events) result() ([]string, float64) {
+func (ev *events) result() ([]string, ModelStats) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	return ev.fallbacks, ev.cost
+	return ev.fallbacks, ev.meter.Stats()
 }
 
 // compact serves POST /v1/compact: the CLI's compact command over HTTP.
@@ -77,10 +75,13 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, body []byte) *a
 		rep.Threshold = o.Threshold
 	}
 	if res.Plan != nil {
-		rep.Plan = planOf(*res.Plan)
+		rep.Plan = PlanOf(*res.Plan)
 	}
 	if c := res.Compaction; c != nil {
 		rep.Strategy, rep.Offline, rep.Folded = c.Strategy, c.Offline, c.MessagesFolded
+	}
+	if res.Action != sessionio.ActionPlan && res.Action != sessionio.ActionNone {
+		rep.RequestedStrategy = firstOf(o.Strategy, s.opts.Config.Strategy, host.DefaultStrategy)
 	}
 	resp := CompactResponse{}
 	if !o.DryRun {
@@ -91,7 +92,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, body []byte) *a
 		}
 		resp.Session, rep.Kept = out, kept
 	}
-	rep.Fallbacks, rep.CostUSD = ev.result()
+	rep.Fallbacks, rep.ModelStats = ev.result()
 	rep.DurationMS = float64(time.Since(began).Microseconds()) / 1000
 	resp.Report = rep
 	writeJSON(w, http.StatusOK, resp)
@@ -104,11 +105,17 @@ func (s *Server) open(ctx context.Context, o EngineOptions, session json.RawMess
 	if aerr := checkFormats(format, outFormat); aerr != nil {
 		return nil, nil, nil, aerr
 	}
-	e, aerr := s.engine(ctx, o)
+	ev := &events{}
+	// A nil *Meter in the interface would be a model that is not there.
+	var model host.ModelClient
+	if s.opts.Model != nil {
+		ev.meter = NewMeter(s.opts.Model)
+		model = ev.meter
+	}
+	e, aerr := s.engine(ctx, o, model)
 	if aerr != nil {
 		return nil, nil, nil, aerr
 	}
-	ev := &events{}
 	ev.watch(e)
 	in, aerr := readSession(e, session, format)
 	if aerr != nil {
@@ -184,7 +191,9 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body []byte) *api
 			return aerr
 		}
 		resp.Session = out
-		resp.Fallbacks, _ = ev.result()
+		var stats ModelStats
+		resp.Fallbacks, stats = ev.result()
+		resp.ModelStats = &stats
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
@@ -220,7 +229,7 @@ func (s *Server) truncate(w http.ResponseWriter, r *http.Request, body []byte) *
 		return badRequest("tool and category are at most %d bytes", maxNameBytes)
 	}
 	ctx := r.Context()
-	e, aerr := s.engine(ctx, EngineOptions{})
+	e, aerr := s.engine(ctx, EngineOptions{}, nil)
 	if aerr != nil {
 		return aerr
 	}
@@ -284,4 +293,14 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ []byte) *apiEr
 	}
 	writeJSON(w, http.StatusOK, h)
 	return nil
+}
+
+// firstOf is the first non-empty string of ss.
+func firstOf(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The built-in plugins are wasm; compiling them takes seconds, so the
@@ -65,9 +67,7 @@ func start(t testing.TB, edit func(*Options)) (*Server, *httptest.Server) {
 		edit(&opts)
 	}
 	s, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return s, ts
@@ -90,20 +90,15 @@ type errorBody struct {
 func (r response) err(t testing.TB) errorBody {
 	t.Helper()
 	var b struct{ Error *errorBody }
-	if err := json.Unmarshal(r.Body, &b); err != nil || b.Error == nil {
-		t.Fatalf("status %d: not an error body: %s", r.Status, r.Body)
-	}
+	require.NoError(t, json.Unmarshal(r.Body, &b), "status %d: not JSON: %s", r.Status, r.Body)
+	require.NotNil(t, b.Error, "status %d: not an error body: %s", r.Status, r.Body)
 	return *b.Error
 }
 
 func (r response) decode(t testing.TB, v any) {
 	t.Helper()
-	if r.Status != http.StatusOK {
-		t.Fatalf("status %d: %s", r.Status, r.Body)
-	}
-	if err := json.Unmarshal(r.Body, v); err != nil {
-		t.Fatalf("decode %s: %v", r.Body, err)
-	}
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.NoError(t, json.Unmarshal(r.Body, v), "decode %s", r.Body)
 }
 
 // call sends method path with body (any: marshalled; string or []byte:
@@ -111,9 +106,7 @@ func (r response) decode(t testing.TB, v any) {
 func call(t testing.TB, ts *httptest.Server, method, path string, body any, header ...string) response {
 	t.Helper()
 	r, err := do(ts, method, path, body, header...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return r
 }
 
@@ -205,20 +198,14 @@ func encode(t testing.TB, format string, msgs []abi.Message) json.RawMessage {
 	var b bytes.Buffer
 	switch format {
 	case formats.Anthropic, formats.OpenAI:
-		if err := formats.Write(&b, format, msgs); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, formats.Write(&b, format, msgs))
 		return b.Bytes()
 	case "canonical":
 		data, err := json.Marshal(msgs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return data
 	case "jsonl":
-		if err := formats.Write(&b, formats.Canonical, msgs); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, formats.Write(&b, formats.Canonical, msgs))
 	case "log":
 		for i := range msgs {
 			m := msgs[i]
@@ -226,19 +213,15 @@ func encode(t testing.TB, format string, msgs []abi.Message) json.RawMessage {
 				m.ID = fmt.Sprintf("m%d", i+1)
 			}
 			line, err := json.Marshal(host.Entry{Type: host.EntryMessage, Message: &m})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			b.Write(line)
 			b.WriteByte('\n')
 		}
 	default:
-		t.Fatalf("encode: no format %q", format)
+		require.FailNow(t, "encode: no such format", format)
 	}
 	data, err := json.Marshal(b.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return data
 }
 
@@ -247,9 +230,7 @@ func encode(t testing.TB, format string, msgs []abi.Message) json.RawMessage {
 func contextOf(t testing.TB, format string, session json.RawMessage) []abi.Message {
 	t.Helper()
 	msgs, err := readContext(format, session)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return msgs
 }
 
@@ -272,9 +253,7 @@ func readContext(format string, session json.RawMessage) ([]abi.Message, error) 
 func replay(t testing.TB, session json.RawMessage) *host.Session {
 	t.Helper()
 	s, err := loadReturnedLog(session)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -318,9 +297,7 @@ func eventually(t testing.TB, what string, f func() error) {
 		if err == nil {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
+		require.False(t, time.Now().After(deadline), "%s: %v", what, err)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -329,9 +306,7 @@ func eventually(t testing.TB, what string, f func() error) {
 func repoRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			return dir
@@ -342,4 +317,20 @@ func repoRoot(t testing.TB) string {
 		}
 		dir = parent
 	}
+}
+
+// wantError checks that r is an error answer with status and code, and
+// returns its error object.
+func (r response) wantError(t testing.TB, status int, code string) errorBody {
+	t.Helper()
+	e := r.err(t)
+	assert.Equal(t, status, r.Status, "%s", r.Body)
+	assert.Equal(t, code, e.Code, "%s", e.Message)
+	return e
+}
+
+// wantStatus checks the status of r.
+func (r response) wantStatus(t testing.TB, status int) {
+	t.Helper()
+	require.Equal(t, status, r.Status, "%s", r.Body)
 }

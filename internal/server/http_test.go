@@ -12,6 +12,8 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/formats"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBodyOverTheLimitIs413(t *testing.T) {
@@ -20,26 +22,20 @@ func TestBodyOverTheLimitIs413(t *testing.T) {
 
 	// With a Content-Length, refused before reading.
 	r := call(t, ts, "POST", "/v1/truncate", big)
-	if e := r.err(t); r.Status != http.StatusRequestEntityTooLarge || e.Code != CodeTooLarge || !strings.Contains(e.Message, "4096") {
-		t.Fatalf("%d %+v", r.Status, e)
-	}
+	e := r.wantError(t, http.StatusRequestEntityTooLarge, CodeTooLarge)
+	assert.Contains(t, e.Message, "4096")
 	// Chunked, without one: cut off while reading.
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/truncate", io.MultiReader(strings.NewReader(big)))
 	req.ContentLength = -1
 	resp, err := ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), CodeTooLarge) {
-		t.Fatalf("chunked: %d %s", resp.StatusCode, body)
-	}
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "chunked")
+	assert.Contains(t, string(body), CodeTooLarge)
 	// At the limit, served.
 	ok := `{"content":"` + strings.Repeat("x", 4096-len(`{"content":""}`)) + `"}`
-	if r := call(t, ts, "POST", "/v1/truncate", ok); r.Status != http.StatusOK {
-		t.Fatalf("a body at the limit: %d %s", r.Status, r.Body)
-	}
+	call(t, ts, "POST", "/v1/truncate", ok).wantStatus(t, http.StatusOK)
 }
 
 func TestBearerToken(t *testing.T) {
@@ -58,25 +54,18 @@ func TestBearerToken(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := call(t, ts, "GET", "/v1/plugins", nil, "Authorization", tc.auth)
-			if r.Status != tc.want {
-				t.Fatalf("status %d, want %d: %s", r.Status, tc.want, r.Body)
-			}
+			r.wantStatus(t, tc.want)
 			if tc.want == 401 {
-				if e := r.err(t); e.Code != CodeUnauthorized || r.Header.Get("WWW-Authenticate") != tc.challenge {
-					t.Fatalf("code %q challenge %q", e.Code, r.Header.Get("WWW-Authenticate"))
-				}
+				r.wantError(t, 401, CodeUnauthorized)
+				assert.Equal(t, tc.challenge, r.Header.Get("WWW-Authenticate"))
 			}
 		})
 	}
 	// Every endpoint but the health check needs it.
 	for _, path := range []string{"/v1/compact", "/v1/check", "/v1/truncate"} {
-		if r := call(t, ts, "POST", path, `{}`); r.Status != 401 {
-			t.Errorf("%s without a token: %d", path, r.Status)
-		}
+		assert.Equal(t, 401, call(t, ts, "POST", path, `{}`).Status, "%s without a token", path)
 	}
-	if r := call(t, ts, "GET", "/healthz", nil); r.Status != 200 {
-		t.Errorf("/healthz without a token: %d", r.Status)
-	}
+	assert.Equal(t, 200, call(t, ts, "GET", "/healthz", nil).Status, "/healthz without a token")
 }
 
 func TestMalformedSessionNamesTheLine(t *testing.T) {
@@ -108,17 +97,16 @@ func TestMalformedSessionNamesTheLine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			session, _ := json.Marshal(strings.Join(tc.lines, "\n") + "\n")
 			r := call(t, ts, "POST", "/v1/compact", CompactRequest{Session: session, Format: tc.format})
-			e := r.err(t)
-			if r.Status != 400 || e.Code != CodeBadSession || e.Line != tc.line || !strings.Contains(e.Message, fmt.Sprintf("session:%d", tc.line)) {
-				t.Fatalf("%d %+v, want 400 bad_session at line %d", r.Status, e, tc.line)
-			}
+			e := r.wantError(t, 400, CodeBadSession)
+			assert.Equal(t, tc.line, e.Line)
+			assert.Contains(t, e.Message, fmt.Sprintf("session:%d", tc.line))
 		})
 	}
 	// An array of messages: line N is element N.
 	r := call(t, ts, "POST", "/v1/check", `{"session":[{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"robot","content":[]}]}`)
-	if e := r.err(t); r.Status != 400 || e.Code != CodeBadSession || e.Line != 2 || !strings.Contains(e.Message, "robot") {
-		t.Fatalf("array: %d %+v", r.Status, e)
-	}
+	e := r.wantError(t, 400, CodeBadSession)
+	assert.Equal(t, 2, e.Line, "an array's line is its element")
+	assert.Contains(t, e.Message, "robot")
 }
 
 func TestMalformedBodies(t *testing.T) {
@@ -142,10 +130,8 @@ func TestMalformedBodies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := call(t, ts, "POST", tc.path, tc.body)
-			e := r.err(t)
-			if r.Status != 400 || e.Code != tc.code || !strings.Contains(e.Message, tc.mention) {
-				t.Fatalf("%d %+v, want 400 %s mentioning %q", r.Status, e, tc.code, tc.mention)
-			}
+			e := r.wantError(t, 400, tc.code)
+			assert.Contains(t, e.Message, tc.mention)
 		})
 	}
 }
@@ -153,20 +139,14 @@ func TestMalformedBodies(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	_, ts := start(t, nil)
 	r := call(t, ts, "GET", "/v1/compactt", nil)
-	if e := r.err(t); r.Status != 404 || e.Code != CodeNotFound {
-		t.Fatalf("unknown path: %d %+v", r.Status, e)
-	}
+	r.wantError(t, 404, CodeNotFound)
 	r = call(t, ts, "GET", "/v1/compact", nil)
-	if e := r.err(t); r.Status != 405 || e.Code != CodeMethodNotAllowed || r.Header.Get("Allow") != "POST" {
-		t.Fatalf("GET /v1/compact: %d %+v allow %q", r.Status, e, r.Header.Get("Allow"))
-	}
+	r.wantError(t, 405, CodeMethodNotAllowed)
+	assert.Equal(t, "POST", r.Header.Get("Allow"))
 	r = call(t, ts, "POST", "/healthz", `{}`)
-	if r.Status != 405 || r.Header.Get("Allow") != "GET" {
-		t.Fatalf("POST /healthz: %d", r.Status)
-	}
-	if ct := call(t, ts, "GET", "/healthz", nil).Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
-		t.Errorf("content type %q", ct)
-	}
+	assert.Equal(t, 405, r.Status)
+	assert.Equal(t, "GET", r.Header.Get("Allow"))
+	assert.Equal(t, "application/json; charset=utf-8", call(t, ts, "GET", "/healthz", nil).Header.Get("Content-Type"))
 }
 
 // TestBusyWhenNoWorkerFrees takes every worker; a request then waits for
@@ -176,17 +156,12 @@ func TestBusyWhenNoWorkerFrees(t *testing.T) {
 	s.slots <- struct{}{}
 	s.slots <- struct{}{}
 	r := call(t, ts, "POST", "/v1/truncate", `{"content":"x"}`)
-	if e := r.err(t); r.Status != 503 || e.Code != CodeBusy || r.Header.Get("Retry-After") == "" {
-		t.Fatalf("%d %+v", r.Status, e)
-	}
+	r.wantError(t, 503, CodeBusy)
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
 	// Requests that need no worker are still served.
-	if r := call(t, ts, "GET", "/healthz", nil); r.Status != 200 {
-		t.Fatalf("healthz while busy: %d", r.Status)
-	}
+	call(t, ts, "GET", "/healthz", nil).wantStatus(t, 200)
 	<-s.slots
-	if r := call(t, ts, "POST", "/v1/truncate", `{"content":"x"}`); r.Status != 200 {
-		t.Fatalf("with a worker free: %d %s", r.Status, r.Body)
-	}
+	call(t, ts, "POST", "/v1/truncate", `{"content":"x"}`).wantStatus(t, 200)
 	eventually(t, "the request gives its worker back", func() error {
 		if n := len(s.slots); n != 1 {
 			return fmt.Errorf("%d busy", n)
@@ -208,24 +183,19 @@ func TestSlowBodyFreesItsWorker(t *testing.T) {
 	}()
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/truncate", pr)
 	resp, err := ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	<-pw2
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), CodeTimeout) {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "%s", body)
+	assert.Contains(t, string(body), CodeTimeout)
 	eventually(t, "the request gives its worker back", func() error {
 		if n := len(s.slots); n != 0 {
 			return fmt.Errorf("%d busy", n)
 		}
 		return nil
 	})
-	if r := call(t, ts, "POST", "/v1/truncate", `{"content":"x"}`); r.Status != 200 {
-		t.Fatalf("next request: %d %s", r.Status, r.Body)
-	}
+	call(t, ts, "POST", "/v1/truncate", `{"content":"x"}`).wantStatus(t, 200)
 }
 
 // stuckModel is a provider that answers only when its context ends.
@@ -240,7 +210,5 @@ func (stuckModel) Model() string { return "stuck" }
 func TestWorkOutlastingTheTimeoutIs504(t *testing.T) {
 	_, ts := start(t, func(o *Options) { o.Model = stuckModel{}; o.RequestTimeout = 500 * time.Millisecond })
 	r := call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, formats.Anthropic, codingSession(20, 8, 600))})
-	if e := r.err(t); r.Status != http.StatusGatewayTimeout || e.Code != CodeTimeout {
-		t.Fatalf("%d %+v", r.Status, e)
-	}
+	r.wantError(t, http.StatusGatewayTimeout, CodeTimeout)
 }

@@ -9,6 +9,9 @@ import (
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // loadCase is one request of the load test and what it must return.
@@ -106,12 +109,8 @@ func TestConcurrentRequestsDoNotCrossTalk(t *testing.T) {
 	cases := loadCases(t)
 	for i := range cases {
 		r := call(t, ts, "POST", cases[i].path, cases[i].body)
-		if r.Status != 200 {
-			t.Fatalf("%s alone: %d %s", cases[i].name, r.Status, r.Body)
-		}
-		if err := validSession(r.Body); err != nil {
-			t.Fatalf("%s alone: %v", cases[i].name, err)
-		}
+		require.Equal(t, 200, r.Status, "%s alone: %s", cases[i].name, r.Body)
+		require.NoError(t, validSession(r.Body), "%s alone", cases[i].name)
 		cases[i].want = normalize(r.Body)
 	}
 
@@ -158,9 +157,9 @@ func TestConcurrentRequestsDoNotCrossTalk(t *testing.T) {
 	wg.Wait()
 	for i, f := range failures {
 		if i == 10 {
-			t.Errorf("… and %d more", len(failures)-10)
+			assert.Fail(t, "more failures", "… and %d more", len(failures)-10)
 			break
 		}
-		t.Errorf("client %d request %d (%s): %s", f.client, f.n, f.name, f.msg)
+		assert.Fail(t, "cross-talk", "client %d request %d (%s): %s", f.client, f.n, f.name, f.msg)
 	}
 }

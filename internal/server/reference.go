@@ -32,14 +32,21 @@ POST /v1/compact
   200 {"session": the compacted session in output_format (absent on a dry run),
        "report": {"action","format","output_format","messages","model",
                   "context_window","budget","tokenizer","threshold",
-                  "tokens_before","tokens_after","fits","strategy","offline",
-                  "messages_folded","messages_kept","fallbacks","plan",
-                  "cost_usd","skipped_records","repaired","warnings","duration_ms"}}
+                  "tokens_before","tokens_after","fits","requested_strategy",
+                  "strategy","offline","messages_folded","messages_kept",
+                  "fallbacks","plan","model_calls","model_calls_failed",
+                  "model_usage","cost_usd","skipped_records","repaired",
+                  "warnings","duration_ms"}}
       action: compacted, emergency, pruned, none (under the threshold),
       "nothing to fold" (all of it is recent history) or plan (dry run).
       Without threshold the session is compacted whatever its size, then
       pruned or cut in an emergency if it is still over the budget; fits
-      false means even that was not enough. plan: {"first_kept",
+      false means even that was not enough: fits is tokens_after within
+      the budget, on a dry run too. strategy is the one that wrote the
+      summary; when it is not requested_strategy, fallbacks says which
+      failed and why. model_calls counts the calls to the server's model,
+      failed ones (model_calls_failed) included; model_usage and cost_usd
+      add up the successful ones. plan: {"first_kept",
       "first_kept_id","folded","kept","turn_prefix","tokens_before",
       "tokens_kept","summary_tokens","files_read","files_modified"}.
 
@@ -56,7 +63,8 @@ POST /v1/check   (the gate an agent runs before each model call)
        "decision": with apply: {"action": none, pruned, compacted or emergency,
                    "tokens_before","tokens_after","budget","usage","fits"},
        "output_format","session": with apply, as for compact,
-       "fallbacks","warnings"}
+       "fallbacks","model_calls","model_calls_failed","model_usage",
+       "cost_usd": with apply, as for compact, "warnings"}
 
 POST /v1/truncate
   {"tool": the tool that produced the output (picks the category),
@@ -91,10 +99,12 @@ Errors: {"error":{"code","message","line"?,"offset"?}} with the status:
   401 unauthorized      missing or wrong "Authorization: Bearer <token>"
   404 not_found         no such endpoint
   405 method_not_allowed the endpoint takes another method (see Allow)
-  408 timeout           the body did not arrive within --request-timeout
+  408 timeout           the body did not arrive within --body-timeout
+                        (or --request-timeout, when shorter)
   413 too_large         the body is over --max-request-bytes
-  500 internal          a bug: the server failed, or its result did not
-                        validate (then nothing is sent)
+  500 internal          a bug: the server failed, its result did not
+                        validate, or its answer could not be encoded
+                        (then nothing else is sent)
   503 busy              no worker came free before the request timeout
                         (Retry-After: 1)
   504 timeout           the work outlasted --request-timeout

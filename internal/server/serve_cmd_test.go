@@ -18,6 +18,8 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/internal/cli"
 	"github.com/compact-host/compact-host/internal/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // serveCLI runs `compact-host serve` with args and the environment env,
@@ -27,9 +29,7 @@ func serveCLI(t *testing.T, env map[string]string, args ...string) (<-chan strin
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.toml")
 	toml := fmt.Sprintf("cache_dir = %q\nplugins_dir = %q\n", server.CLICacheDir(), t.TempDir())
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(cfg, []byte(toml), 0o644))
 	pr, pw := io.Pipe()
 	lines := make(chan string, 100)
 	go func() {
@@ -65,31 +65,26 @@ func TestServeCommand(t *testing.T) {
 	for url == "" {
 		select {
 		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("serve ended with %d before listening:\n%s", <-code, strings.Join(stderr, "\n"))
-			}
+			require.True(t, ok, "serve ended with %d before listening:\n%s", <-code, strings.Join(stderr, "\n"))
 			stderr = append(stderr, line)
 			if _, rest, found := strings.Cut(line, "serving on "); found {
 				url, _, _ = strings.Cut(rest, " ")
 			}
 		case <-timeout:
-			t.Fatalf("serve did not listen:\n%s", strings.Join(stderr, "\n"))
+			require.FailNow(t, "serve did not listen", strings.Join(stderr, "\n"))
 		}
 	}
-	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.Contains(stderr[len(stderr)-1], "bearer token required") {
-		t.Fatalf("serve said: %s", strings.Join(stderr, "\n"))
-	}
+	require.True(t, strings.HasPrefix(url, "http://127.0.0.1:"), "serve said: %s", strings.Join(stderr, "\n"))
+	require.Contains(t, stderr[len(stderr)-1], "bearer token required")
 
 	resp, err := http.Get(url + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var h server.Health
 	json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
-	if h.Status != "ok" || h.Version != cli.Version || h.Plugins == 0 {
-		t.Fatalf("health %+v", h)
-	}
+	assert.Equal(t, "ok", h.Status)
+	assert.Equal(t, cli.Version, h.Version)
+	assert.Positive(t, h.Plugins)
 
 	msgs := []abi.Message{{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: "fix the refund bug"}}}}
 	for i := 0; i < 12; i++ {
@@ -105,39 +100,32 @@ func TestServeCommand(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return resp
 	}
-	if resp := post(""); resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("without the token: %d", resp.StatusCode)
-	}
+	assert.Equal(t, http.StatusUnauthorized, post("").StatusCode, "without the token")
 	resp = post("t0ken")
 	var got server.CompactResponse
 	json.NewDecoder(resp.Body).Decode(&got)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || got.Report.Action != "compacted" || got.Report.ContextWindow != 20000 || got.Report.Tokenizer != "chars/4" {
-		t.Fatalf("compact: %d %+v", resp.StatusCode, got.Report)
-	}
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, "compacted", got.Report.Action)
+	assert.Equal(t, 20000, got.Report.ContextWindow)
+	assert.Equal(t, "chars/4", got.Report.Tokenizer)
 
-	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 	select {
 	case c := <-code:
 		for line := range lines {
 			stderr = append(stderr, line)
 		}
-		if c != cli.ExitOK || !strings.Contains(strings.Join(stderr, "\n"), "stopped") {
-			t.Fatalf("exit %d after SIGINT:\n%s", c, strings.Join(stderr, "\n"))
-		}
+		assert.Equal(t, cli.ExitOK, c, "after SIGINT")
+		assert.Contains(t, strings.Join(stderr, "\n"), "stopped")
 	case <-time.After(time.Minute):
-		t.Fatal("serve did not stop on SIGINT")
+		require.FailNow(t, "serve did not stop on SIGINT")
 	}
-	if _, err := http.Get(url + "/healthz"); err == nil {
-		t.Fatal("still answering after the shutdown")
-	}
+	_, err = http.Get(url + "/healthz")
+	assert.Error(t, err, "still answering after the shutdown")
 }
 
 func TestServeRefusesAMissingToken(t *testing.T) {
@@ -146,7 +134,6 @@ func TestServeRefusesAMissingToken(t *testing.T) {
 	for line := range lines {
 		stderr = append(stderr, line)
 	}
-	if c := <-code; c != cli.ExitUsage || !strings.Contains(strings.Join(stderr, "\n"), "NOT_SET") {
-		t.Fatalf("exit %d:\n%s", c, strings.Join(stderr, "\n"))
-	}
+	assert.Equal(t, cli.ExitUsage, <-code)
+	assert.Contains(t, strings.Join(stderr, "\n"), "NOT_SET")
 }

@@ -26,6 +26,7 @@ import (
 const (
 	DefaultMaxRequestBytes = 64 << 20
 	DefaultRequestTimeout  = 5 * time.Minute
+	DefaultBodyTimeout     = 30 * time.Second
 )
 
 // Limits on what a request may override.
@@ -60,6 +61,12 @@ type Options struct {
 	// RequestTimeout bounds a request, its wait for a worker included.
 	// Default 5 minutes; negative means no bound.
 	RequestTimeout time.Duration
+	// BodyTimeout bounds the arrival of a request body, from the end of
+	// its headers; a body still arriving then gets 408. The body is read
+	// before the request waits for a worker, so clients that send slowly
+	// hold a connection, never a worker. Default 30 seconds; it is cut to
+	// RequestTimeout when that is shorter.
+	BodyTimeout time.Duration
 	// Token, when set, is the bearer token every endpoint but /healthz
 	// requires.
 	Token string
@@ -96,11 +103,22 @@ func New(opts Options) (*Server, error) {
 	if _, err := host.New(opts.Config); err != nil {
 		return nil, fmt.Errorf("server: engine config: %w", err)
 	}
+	switch {
+	case opts.MaxRequestBytes < 0:
+		return nil, fmt.Errorf("server: Options.MaxRequestBytes %d is negative", opts.MaxRequestBytes)
+	case opts.BodyTimeout < 0:
+		return nil, fmt.Errorf("server: Options.BodyTimeout %s is negative", opts.BodyTimeout)
+	case opts.MaxConcurrent < 0:
+		return nil, fmt.Errorf("server: Options.MaxConcurrent %d is negative", opts.MaxConcurrent)
+	}
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.BodyTimeout == 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = 2 * runtime.GOMAXPROCS(0)
@@ -200,25 +218,21 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		ctx, cancel = context.WithTimeout(ctx, s.opts.RequestTimeout)
 		defer cancel()
 		r = r.WithContext(ctx)
-		// A body that trickles in must not hold a worker past the timeout.
-		deadline, _ := ctx.Deadline()
-		_ = http.NewResponseController(w).SetReadDeadline(deadline)
 	}
 	if rt.method == http.MethodPost && r.ContentLength > s.opts.MaxRequestBytes {
 		return s.tooLarge()
 	}
-	// The body is read once a worker is free, so memory is bounded by
-	// the workers, not by the clients waiting.
-	if rt.work {
-		select {
-		case s.slots <- struct{}{}:
-			defer func() { <-s.slots }()
-		case <-ctx.Done():
-			return errorf(http.StatusServiceUnavailable, CodeBusy, "all %d workers stayed busy until the request timed out; retry later", cap(s.slots))
-		}
-	}
+	// The body is read before the request waits for a worker, under its
+	// own deadline: a client that sends slowly holds its connection, not
+	// a worker that requests whose bodies have arrived could use.
 	var body []byte
 	if rt.method == http.MethodPost {
+		deadline := time.Now().Add(s.opts.BodyTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(deadline)
 		var err error
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
 		var mbe *http.MaxBytesError
@@ -226,9 +240,18 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		case errors.As(err, &mbe):
 			return s.tooLarge()
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return errorf(http.StatusRequestTimeout, CodeTimeout, "the body did not arrive within the request timeout")
+			return errorf(http.StatusRequestTimeout, CodeTimeout, "the body did not arrive within %s (the server's --body-timeout)", s.opts.BodyTimeout)
 		case err != nil:
 			return badRequest("read the body: %v", err)
+		}
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	if rt.work {
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-ctx.Done():
+			return errorf(http.StatusServiceUnavailable, CodeBusy, "all %d workers stayed busy until the request timed out; retry later", cap(s.slots))
 		}
 	}
 	return rt.handle(w, r, body)
@@ -270,7 +293,7 @@ func decode(body []byte, v any) *apiError {
 
 // engine builds the engine of one request: the server's configuration
 // with the request's overrides.
-func (s *Server) engine(ctx context.Context, o EngineOptions) (*host.Engine, *apiError) {
+func (s *Server) engine(ctx context.Context, o EngineOptions, model host.ModelClient) (*host.Engine, *apiError) {
 	cfg := s.opts.Config
 	if len(o.Model) > maxNameBytes || len(o.Strategy) > maxNameBytes {
 		return nil, badRequest("options: model and strategy names are at most %d bytes", maxNameBytes)
@@ -298,7 +321,9 @@ func (s *Server) engine(ctx context.Context, o EngineOptions) (*host.Engine, *ap
 			to   *float64
 		}{{"prune", t.Prune, &cfg.PruneThreshold}, {"compact", t.Compact, &cfg.CompactThreshold},
 			{"overhead_reserve", t.OverheadReserve, &cfg.OverheadReserve}, {"emergency", t.Emergency, &cfg.EmergencyThreshold}} {
-			if f.v < 0 || f.v > 1 {
+			// NaN fails both comparisons, so the test is written to
+			// reject it.
+			if !(f.v >= 0 && f.v <= 1) {
 				return nil, badRequest("options.thresholds.%s %g: want a share between 0 and 1", f.name, f.v)
 			}
 			if f.v > 0 {
@@ -316,12 +341,12 @@ func (s *Server) engine(ctx context.Context, o EngineOptions) (*host.Engine, *ap
 		cfg.Strategy = o.Strategy
 	}
 	opts := []host.Option{host.WithLogger(s.log), host.WithPlugins(s.opts.Registry)}
-	if s.opts.Model != nil {
-		opts = append(opts, host.WithModel(s.opts.Model))
+	if model != nil {
+		opts = append(opts, host.WithModel(model))
 	}
 	e, err := host.New(cfg, opts...)
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, CodeBadOptions, "options: %s", strings.TrimPrefix(err.Error(), "host: config: "))
+		return nil, errorf(http.StatusBadRequest, CodeBadOptions, "%s", optionsError(err))
 	}
 	return e, nil
 }
@@ -340,3 +365,31 @@ func workError(ctx context.Context, what string, err error) *apiError {
 
 // abiVersion is the plugin ABI the server's host speaks.
 var abiVersion = fmt.Sprintf("v%d.%d", abi.Major, abi.Minor)
+
+// requestNames are the request fields that override host.Config fields;
+// the others come from the server's configuration.
+var requestNames = map[string]string{
+	"Model":              "options.model",
+	"ContextWindow":      "options.context_window",
+	"Strategy":           "options.strategy",
+	"KeepRecentTokens":   "options.keep_recent_tokens",
+	"PruneThreshold":     "options.thresholds.prune",
+	"CompactThreshold":   "options.thresholds.compact",
+	"OverheadReserve":    "options.thresholds.overhead_reserve",
+	"EmergencyThreshold": "options.thresholds.emergency",
+}
+
+// optionsError words an engine config error with the request's field
+// names, and the server's settings as such.
+func optionsError(err error) string {
+	var ce *host.ConfigError
+	if !errors.As(err, &ce) {
+		return strings.TrimPrefix(err.Error(), "host: config: ")
+	}
+	return ce.Format(func(f string) string {
+		if n, ok := requestNames[f]; ok {
+			return n
+		}
+		return "the server's " + f
+	})
+}

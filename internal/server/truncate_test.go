@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // testOutput is a shell output of n lines with a failure in the middle.
@@ -31,34 +33,28 @@ func TestTruncate(t *testing.T) {
 	out := testOutput(4000)
 	var got TruncateResponse
 	call(t, ts, "POST", "/v1/truncate", TruncateRequest{Tool: "Bash", Content: out, MaxTokens: 500}).decode(t, &got)
-	if got.Category != "head-tail" || !got.Truncated || got.BytesBefore != len(out) || got.BytesAfter != len(got.Content) {
-		t.Fatalf("category %q truncated %v bytes %d → %d", got.Category, got.Truncated, got.BytesBefore, got.BytesAfter)
-	}
-	if got.TokensAfter > 550 || got.TokensBefore <= got.TokensAfter {
-		t.Fatalf("tokens %d → %d for a cap of 500", got.TokensBefore, got.TokensAfter)
-	}
-	if !strings.HasPrefix(got.Content, "=== RUN   TestCase0000") || !strings.Contains(got.Content, "TestCase3999") {
-		t.Errorf("head-tail lost the head or the tail:\n%s", got.Content)
-	}
+	assert.Equal(t, "head-tail", got.Category)
+	assert.True(t, got.Truncated)
+	assert.Equal(t, len(out), got.BytesBefore)
+	assert.Equal(t, len(got.Content), got.BytesAfter)
+	assert.LessOrEqual(t, got.TokensAfter, 550, "a cap of 500")
+	assert.Less(t, got.TokensAfter, got.TokensBefore)
+	assert.True(t, strings.HasPrefix(got.Content, "=== RUN   TestCase0000"), "head-tail keeps the head")
+	assert.Contains(t, got.Content, "TestCase3999", "head-tail keeps the tail")
 
 	// The category can be named outright, and a short output is untouched.
 	call(t, ts, "POST", "/v1/truncate", TruncateRequest{Category: "match-list", Content: "a.go:1: x\n"}).decode(t, &got)
-	if got.Truncated || got.Content != "a.go:1: x\n" || got.Category != "match-list" {
-		t.Fatalf("short output: %+v", got)
-	}
+	assert.False(t, got.Truncated, "a short output is untouched")
+	assert.Equal(t, "a.go:1: x\n", got.Content)
+	assert.Equal(t, "match-list", got.Category)
 	call(t, ts, "POST", "/v1/truncate", TruncateRequest{Tool: "Grep", Content: "x"}).decode(t, &got)
-	if got.Category != "match-list" {
-		t.Errorf("Grep maps to %q", got.Category)
-	}
+	assert.Equal(t, "match-list", got.Category, "Grep's category")
 
 	r := call(t, ts, "POST", "/v1/truncate", `{"content":"x","max_tokens":-3}`)
-	if e := r.err(t); r.Status != 400 || e.Code != CodeBadRequest {
-		t.Fatalf("negative max_tokens: %d %+v", r.Status, e)
-	}
+	r.wantError(t, 400, CodeBadRequest)
 	r = call(t, ts, "POST", "/v1/truncate", `{"content":["x"]}`)
-	if e := r.err(t); r.Status != 400 || e.Code != CodeBadRequest || !strings.Contains(e.Message, "content") {
-		t.Fatalf("content of the wrong type: %d %+v", r.Status, e)
-	}
+	e := r.wantError(t, 400, CodeBadRequest)
+	assert.Contains(t, e.Message, "content")
 }
 
 func TestPluginsAndHealth(t *testing.T) {
@@ -69,17 +65,15 @@ func TestPluginsAndHealth(t *testing.T) {
 	for _, p := range list.Plugins {
 		byName[p.Name] = p
 	}
-	if p := byName["structured"]; p.Source != "builtin" || !p.Loaded || p.ABI != "v1.0" || !strings.Contains(strings.Join(p.Kinds, ","), "strategy") {
-		t.Errorf("structured: %+v", p)
-	}
-	if p := byName["truncate"]; len(p.Categories) == 0 {
-		t.Errorf("truncate declares no categories: %+v", p)
-	}
+	p := byName["structured"]
+	assert.Equal(t, "builtin", p.Source)
+	assert.True(t, p.Loaded)
+	assert.Equal(t, "v1.0", p.ABI)
+	assert.Contains(t, p.Kinds, "strategy")
+	assert.NotEmpty(t, byName["truncate"].Categories, "truncate declares categories")
 	var h Health
 	call(t, ts, "GET", "/healthz", nil).decode(t, &h)
-	if h.Status != "ok" || h.Version != "test" || h.ABI != "v1.0" || h.Plugins != len(list.Plugins) || h.Broken != 0 {
-		t.Fatalf("health %+v with %d plugins listed", h, len(list.Plugins))
-	}
+	assert.Equal(t, Health{Status: "ok", Version: "test", ABI: "v1.0", Plugins: len(list.Plugins)}, h)
 }
 
 // TestDroppedInPluginIsUsedWithoutRestart drops plugins into the watched
@@ -87,14 +81,10 @@ func TestPluginsAndHealth(t *testing.T) {
 // that is no plugin at all.
 func TestDroppedInPluginIsUsedWithoutRestart(t *testing.T) {
 	wasm, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", "c-truncator", "logdedup.wasm"))
-	if err != nil {
-		t.Skipf("example plugin absent: %v", err)
-	}
+	require.NoError(t, err, "the example plugin is committed")
 	dir := t.TempDir()
 	reg, err := plugin.NewRegistry(context.Background(), plugin.Options{PluginsDir: dir, CacheDir: cacheDir, WatchDebounce: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { reg.Close() })
 	_, ts := start(t, func(o *Options) { o.Registry = reg })
 
@@ -127,30 +117,24 @@ func TestDroppedInPluginIsUsedWithoutRestart(t *testing.T) {
 	for _, p := range list.Plugins {
 		switch p.Name {
 		case "broken":
-			if p.Error == "" || p.Loaded {
-				t.Errorf("broken: %+v", p)
-			}
+			assert.NotEmpty(t, p.Error, "broken says why")
+			assert.False(t, p.Loaded)
 			found++
 		case "logdedup":
-			if p.Source != "wasm" || !p.Loaded || p.Path != filepath.Join(dir, "logdedup.wasm") {
-				t.Errorf("logdedup: %+v", p)
-			}
+			assert.Equal(t, "wasm", p.Source)
+			assert.True(t, p.Loaded)
+			assert.Equal(t, filepath.Join(dir, "logdedup.wasm"), p.Path)
 			found++
 		}
 	}
-	if found != 2 || list.Dir != dir {
-		t.Fatalf("plugins of %s: %+v", list.Dir, list.Plugins)
-	}
+	assert.Equal(t, 2, found, "%+v", list.Plugins)
+	assert.Equal(t, dir, list.Dir)
 }
 
 // drop installs a file as an installer should: written aside, renamed in.
 func drop(t *testing.T, path string, b []byte) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(tmp, b, 0o644))
+	require.NoError(t, os.Rename(tmp, path))
 }

@@ -139,7 +139,9 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 	out := Outcome{TokensBefore: s.ContextTokens()}
 	switch {
 	case o.DryRun:
-		out.Fits = out.TokensBefore <= b.Input
+		// Fits, as everywhere, is about the tokens after: those of the
+		// plan, or the session as it is when nothing can be folded.
+		out.TokensAfter = out.TokensBefore
 		plan, err := e.Plan(s, host.CompactOptions{Focus: o.Focus})
 		switch {
 		case errors.Is(err, host.ErrNothingToFold):
@@ -150,6 +152,7 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 			out.Action, out.Plan = ActionPlan, &plan
 			out.TokensAfter = plan.TokensKept + plan.SummaryTokens
 		}
+		out.Fits = out.TokensAfter <= b.Input
 		return out, nil
 	case o.Threshold > 0 && float64(out.TokensBefore) < o.Threshold*float64(b.Input):
 		out.Action, out.TokensAfter, out.Fits = ActionNone, out.TokensBefore, out.TokensBefore <= b.Input
