@@ -667,7 +667,9 @@ type overflowError struct {
 	body   []byte
 }
 
-func (e *overflowError) Error() string    { return "upstream context overflow (status " + strconv.Itoa(e.status) + ")" }
+func (e *overflowError) Error() string {
+	return "upstream context overflow (status " + strconv.Itoa(e.status) + ")"
+}
 func (e *overflowError) HTTPStatus() int  { return e.status }
 func (e *overflowError) HTTPBody() []byte { return e.body }
 
@@ -697,4 +699,3 @@ func (x *exchange) recoverOverflow(ctx context.Context, status int, body []byte,
 	}
 	return x.out, true
 }
-
