@@ -258,6 +258,10 @@ type front struct {
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
+		f.next.ServeHTTP(w, r)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	f.reqs = append(f.reqs, exchangeRecord{Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
@@ -349,7 +353,7 @@ func metricValue(t testing.TB, baseURL, series string) float64 {
 	total := 0.0
 	for _, line := range strings.Split(string(data), "\n") {
 		rest, ok := strings.CutPrefix(line, series)
-		if ok && rest != "" && strings.ContainsRune(" {,", rune(rest[0])) {
+		if ok && rest != "" && strings.ContainsRune(" {,}", rune(rest[0])) {
 			var v float64
 			fields := strings.Fields(line)
 			fmt.Sscan(fields[len(fields)-1], &v)
@@ -357,4 +361,8 @@ func metricValue(t testing.TB, baseURL, series string) float64 {
 		}
 	}
 	return total
+}
+
+func newJSONLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
