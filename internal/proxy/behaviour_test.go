@@ -152,7 +152,7 @@ func TestOverflowIsRecoveredWithOneRetry(t *testing.T) {
 func TestStreamIsNotBuffered(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, first, last string
-		body          func(testing.TB, int, bool) []byte
+		body                    func(testing.TB, int, bool) []byte
 	}{
 		{"anthropic", "/v1/messages", "event: message_start", "event: message_stop", anthropicBody},
 		{"openai", "/v1/chat/completions", `"object":"chat.completion.chunk"`, "data: [DONE]", openAIBody},
@@ -376,7 +376,9 @@ func TestConcurrentRequestsCompactOnce(t *testing.T) {
 // failing is a store whose backend is down.
 type failing struct{ *store.Memory }
 
-func (*failing) Latest(context.Context, string) (*store.Record, error) { return nil, store.ErrUnavailable }
+func (*failing) Latest(context.Context, string) (*store.Record, error) {
+	return nil, store.ErrUnavailable
+}
 func (*failing) Lock(context.Context, string, time.Duration) (store.Lock, error) {
 	return nil, store.ErrUnavailable
 }
