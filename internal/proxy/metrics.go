@@ -42,7 +42,7 @@ func newMetrics() *metrics {
 	m.upstreamTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_latency_seconds",
 		Help: "Time from sending a request upstream to its response headers.", Buckets: buckets}, []string{"kind"})
 	m.addedTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "added_latency_seconds",
-		Help: "Time the proxy spent before sending a request upstream: reading, the gate, compaction.", Buckets: buckets}, []string{"kind"})
+		Help: "Time from a messages request's whole body to its sending upstream: the gate, the store, compaction.", Buckets: buckets}, []string{"kind"})
 	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "store_errors_total",
 		Help: "Compaction store calls that failed; the request went on without the store."})
 	m.lockWaitTimout = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lock_wait_timeouts_total",
