@@ -179,6 +179,7 @@ Anthropic and OpenAI request JSON, and its own session logs.
 		newUndoCmd(g),
 		newPluginsCmd(g),
 		newServeCmd(g),
+		newProxyCmd(g),
 		newVersionCmd(g),
 		newEvalCmd(g),
 		&cobra.Command{

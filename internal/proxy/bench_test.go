@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/store"
+	"github.com/stretchr/testify/require"
+)
+
+// bigConversation is an Anthropic request of about tokens tokens
+// (chars/4) in 4,000-character messages, tool round trips included.
+func bigConversation(tb testing.TB, tokens int) []byte {
+	var msgs []map[string]any
+	filler := strings.Repeat("the parser drops the last token when the input ends in a comment; ", 70)[:4000]
+	for i := 0; len(msgs)*1000 < tokens; i++ {
+		msgs = append(msgs, map[string]any{"role": "user", "content": fmt.Sprintf("turn %d: %s", i, filler)})
+		if i%3 == 2 {
+			id := fmt.Sprintf("toolu_%04d", i)
+			msgs = append(msgs,
+				map[string]any{"role": "assistant", "content": []map[string]any{{"type": "tool_use", "id": id, "name": "read_file", "input": map[string]any{"path": "p.go"}}}},
+				map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": id, "content": filler}}})
+		}
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": []map[string]any{{"type": "text", "text": filler}}})
+	}
+	msgs = append(msgs, map[string]any{"role": "user", "content": "and now?"})
+	body, err := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 8000, "system": "You are a careful coding agent.",
+		"tools": []map[string]any{{"name": "read_file", "input_schema": map[string]any{"type": "object"}}}, "messages": msgs})
+	require.NoError(tb, err)
+	return body
+}
+
+// benchProxy is a proxy with a 1M window, so a 200k conversation needs no
+// compaction, in front of an upstream that answers at once.
+func benchProxy(b *testing.B) (*Proxy, *httptest.Server) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		writeJSON(w, http.StatusOK, anthropicMessage("claude-sonnet-4-5", "ok", 1))
+	}))
+	b.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	p, err := New(Options{Upstream: u, Config: host.Config{ContextWindow: 1_000_000}, Registry: registry, Offline: true,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(b, err)
+	return p, up
+}
+
+// reportPercentiles adds p50 and p99 of the samples to the benchmark.
+func reportPercentiles(b *testing.B, samples []time.Duration) {
+	if len(samples) == 0 {
+		return
+	}
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(samples[len(samples)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkAddedLatency is the work the proxy does on a request before it
+// forwards it: scan, conversation ID, store lookup, the gate's bound, and
+// the splice when a compaction is stored.
+func BenchmarkAddedLatency(b *testing.B) {
+	body := bigConversation(b, 200_000)
+	p, _ := benchProxy(b)
+	b.Run("200k-no-compaction", func(b *testing.B) {
+		samples := make([]time.Duration, 0, b.N)
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			began := time.Now()
+			x := &exchange{p: p, kind: KindAnthropic, began: began, path: "/v1/messages"}
+			x.prepare(context.Background(), body)
+			samples = append(samples, time.Since(began))
+			if x.action != actionForwarded {
+				b.Fatalf("action %s", x.action)
+			}
+		}
+		reportPercentiles(b, samples)
+	})
+	b.Run("200k-stored-compaction", func(b *testing.B) {
+		// A compaction of the first half stored as a previous request
+		// would have: every request now hashes and splices.
+		x := &exchange{p: p, kind: KindAnthropic, began: time.Now(), path: "/v1/messages"}
+		x.prepare(context.Background(), body)
+		half := len(x.raw.msgs) / 2
+		for m := x.raw.msg(half); !bytes.Contains(m, []byte(`"role":"user"`)) || bytes.Contains(m, []byte("tool_result")); m = x.raw.msg(half) {
+			half++
+		}
+		ph := x.prefixHash(half)
+		require.NoError(b, p.o.Store.Put(context.Background(), &store.Record{Key: x.recordKey(ph), Conversation: x.conv, PrefixHash: ph,
+			FoldedCount: half, Replacement: []byte(`[{"role":"user","content":"[Context compacted] summary"}]`), Summary: "summary", Strategy: "structured"}))
+		samples := make([]time.Duration, 0, b.N)
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			began := time.Now()
+			x := &exchange{p: p, kind: KindAnthropic, began: began, path: "/v1/messages"}
+			x.prepare(context.Background(), body)
+			samples = append(samples, time.Since(began))
+			if x.action != actionSpliced {
+				b.Fatalf("action %s", x.action)
+			}
+		}
+		reportPercentiles(b, samples)
+	})
+}
+
+// BenchmarkThroughput sends the 200k conversation through the proxy over
+// loopback at 1, 4 and 16 concurrent clients, and straight to the
+// upstream for comparison.
+func BenchmarkThroughput(b *testing.B) {
+	body := bigConversation(b, 200_000)
+	p, up := benchProxy(b)
+	front := httptest.NewServer(p)
+	b.Cleanup(front.Close)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for _, target := range []struct{ name, url string }{{"proxy", front.URL}, {"direct", up.URL}} {
+		for _, c := range []int{1, 4, 16} {
+			b.Run(fmt.Sprintf("%s/c%d", target.name, c), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.SetParallelism(max(1, c/runtime.GOMAXPROCS(0)))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						resp, err := client.Post(target.url+"/v1/messages", "application/json", bytes.NewReader(body))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusOK {
+							b.Errorf("status %d", resp.StatusCode)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}

@@ -1,0 +1,701 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/catalog"
+	"github.com/compact-host/compact-host/host/formats"
+	"github.com/compact-host/compact-host/host/overflow"
+	"github.com/compact-host/compact-host/host/provider"
+	"github.com/compact-host/compact-host/host/store"
+)
+
+// exchange is one messages request on its way through the proxy.
+type exchange struct {
+	p      *Proxy
+	kind   string
+	began  time.Time
+	header http.Header
+	path   string
+	log    *slog.Logger
+
+	raw   *rawRequest
+	model string
+	conv  string
+	// rec is the stored compaction spliced into out, if any.
+	rec *store.Record
+	out []byte
+	// action is what happened, for the requests metric.
+	action string
+
+	// Built when the gate needs them.
+	eng      *host.Engine
+	sess     *host.Session
+	replayed int // compactions in sess that came from rec
+	cost     float64
+	costBy   string
+}
+
+// Request actions.
+const (
+	actionForwarded = "forwarded"
+	actionSpliced   = "spliced"
+	actionCompacted = "compacted"
+	actionFallback  = "fallback"
+	actionUnparsed  = "unparsed"
+)
+
+// prepare decides what to send: the body unchanged, with a stored
+// compaction spliced in, or with a new one. Whatever fails, out is a body
+// no worse than the one that arrived.
+func (x *exchange) prepare(ctx context.Context, body []byte) {
+	x.out, x.action, x.log = body, actionForwarded, x.p.log.With("kind", x.kind)
+	raw, err := scanRequest(body)
+	if err != nil {
+		x.action = actionUnparsed
+		x.log.Info("request not parsed; forwarded untouched", "reason", err.Error())
+		return
+	}
+	x.raw = raw
+	if m := raw.field("model"); len(m) > 0 {
+		json.Unmarshal(m, &x.model)
+	}
+	x.conv = x.conversationID()
+	x.log = x.log.With("conversation", x.conv[:16], "model", x.model)
+	if rec := x.latest(ctx); rec != nil {
+		x.apply(rec)
+	}
+	if _, err := x.budget(); err != nil {
+		x.p.warnOnce(x.model, "no window for this model; its requests are forwarded uncompacted", "model", x.model, "err", err)
+		return
+	}
+	if x.underBound() {
+		x.log.Debug("under the compaction point by the byte bound", "messages", len(raw.msgs), "bytes", len(x.out))
+		return
+	}
+	if err := x.build(); err != nil {
+		x.fallback("read", err)
+		return
+	}
+	if !x.overCompactionPoint() {
+		return
+	}
+	if err := x.compact(ctx, nil); err != nil {
+		x.fallback("compaction", err)
+	}
+}
+
+// fallback says that the request goes on without the compaction it needed.
+func (x *exchange) fallback(reason string, err error) {
+	x.action = actionFallback
+	if x.rec != nil {
+		reason += "; the stored compaction is still applied"
+	}
+	x.p.m.fallbacks.WithLabelValues(strings.SplitN(reason, ";", 2)[0]).Inc()
+	x.log.Warn("compaction skipped; forwarding without it", "stage", reason, "err", err)
+}
+
+// conversationID identifies a conversation by what its requests repeat:
+// the API kind, the model family (the name less a date suffix), the system
+// prompt and the messages up to and including the first user message, as
+// raw bytes. Two agents' sessions with the same system prompt differ in
+// their first request; a side request of the same agent on another model
+// (a title, a quick check) is another conversation.
+func (x *exchange) conversationID() string {
+	h := sha256.New()
+	writePart := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	writePart([]byte(x.kind))
+	writePart([]byte(modelFamily(x.model)))
+	writePart(x.raw.field("system"))
+	for i := range x.raw.msgs {
+		m := x.raw.msg(i)
+		writePart(m)
+		var head struct {
+			Role string `json:"role"`
+		}
+		if json.Unmarshal(m, &head) == nil && head.Role == "user" {
+			break
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// modelFamily drops a date suffix: claude-sonnet-4-5-20250929 and
+// claude-sonnet-4-5 are one family, gpt-4o-2024-08-06 and gpt-4o too.
+func modelFamily(m string) string {
+	m = strings.ToLower(m)
+	if i := strings.LastIndexByte(m, '-'); i > 0 && len(m)-i-1 == 8 && allDigits(m[i+1:]) {
+		return m[:i]
+	}
+	if len(m) > 11 && m[len(m)-11] == '-' && m[len(m)-3] == '-' && m[len(m)-6] == '-' &&
+		allDigits(m[len(m)-10:len(m)-6]+m[len(m)-5:len(m)-3]+m[len(m)-2:]) {
+		return m[:len(m)-11]
+	}
+	return m
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// prefixHash is the content hash of the first n messages as sent: each
+// message's raw bytes, length-prefixed so that no two splits collide.
+func (x *exchange) prefixHash(n int) string {
+	h := sha256.New()
+	var l [8]byte
+	for i := 0; i < n; i++ {
+		m := x.raw.msg(i)
+		binary.BigEndian.PutUint64(l[:], uint64(len(m)))
+		h.Write(l[:])
+		h.Write(m)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// recordKey keys a compaction by the prefix it folded and the settings
+// that shaped its summary.
+func (x *exchange) recordKey(prefixHash string) string {
+	c := x.p.o.Config
+	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d\x00%d\x00%s\x00%t", prefixHash, c.Strategy,
+		x.compactionModel(), c.SummaryTokens, c.KeepRecentTokens, x.conv, x.p.o.Offline))
+	return hex.EncodeToString(h[:])
+}
+
+// latest is the conversation's newest compaction if it applies to this
+// request: one store round trip, then a hash of the request's own prefix.
+func (x *exchange) latest(ctx context.Context) *store.Record {
+	sctx, cancel := context.WithTimeout(ctx, x.p.o.StoreTimeout)
+	defer cancel()
+	rec, err := x.p.o.Store.Latest(sctx, x.conv)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		x.p.m.storeErrors.Inc()
+		x.log.Warn("compaction store unavailable; going on without it", "err", err)
+		return nil
+	}
+	if !x.matches(rec) {
+		x.log.Debug("the stored compaction does not match this request's prefix", "folded_count", rec.FoldedCount)
+		return nil
+	}
+	return rec
+}
+
+// matches reports whether rec folds this request's first messages.
+func (x *exchange) matches(rec *store.Record) bool {
+	return rec != nil && rec.FoldedCount > 0 && rec.FoldedCount < len(x.raw.msgs) &&
+		x.prefixHash(rec.FoldedCount) == rec.PrefixHash
+}
+
+// apply splices rec into the request: everything outside messages and
+// every kept message byte for byte, the folded prefix replaced by rec's
+// replacement, the same bytes on every request.
+func (x *exchange) apply(rec *store.Record) {
+	inner := bytes.TrimSpace(rec.Replacement)
+	if len(inner) < 2 || inner[0] != '[' || inner[len(inner)-1] != ']' {
+		x.log.Warn("stored compaction has a malformed replacement; ignored", "key", rec.Key)
+		return
+	}
+	inner = bytes.TrimSpace(inner[1 : len(inner)-1])
+	b := x.raw.body
+	first := x.raw.msgs[rec.FoldedCount].start
+	out := make([]byte, 0, x.raw.array.start+1+len(inner)+1+len(b)-first)
+	out = append(out, b[:x.raw.array.start+1]...)
+	if len(inner) > 0 {
+		out = append(out, inner...)
+		out = append(out, ',')
+	}
+	out = append(out, b[first:]...)
+	saved := (len(x.raw.body) - len(out)) / 4
+	x.rec, x.out = rec, out
+	if x.action == actionForwarded {
+		x.action = actionSpliced
+	}
+	x.p.m.tokensSaved.WithLabelValues(x.kind).Add(float64(max(saved, 0)))
+}
+
+// config is the engine config of this request.
+func (x *exchange) config() host.Config {
+	c := x.p.o.Config
+	if c.Model == "" {
+		c.Model = x.model
+	}
+	if _, known := catalog.Lookup(c.Model); !known && c.ContextWindow == 0 {
+		c.Model = "" // host.New then asks for a window, naming the flag below
+	}
+	if mt := x.maxTokens(); mt > 0 && c.MaxOutputTokens == 0 {
+		c.MaxOutputTokens = mt
+	}
+	// Pruning rewrites kept tool results in place, which would change the
+	// kept messages' bytes and the provider's cache with them.
+	c.PruneMinTokens = 1 << 40
+	return c
+}
+
+// maxTokens is the reply size the request asks for.
+func (x *exchange) maxTokens() int {
+	for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+		var n int
+		if v := x.raw.field(k); v != nil && json.Unmarshal(v, &n) == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
+// budget is the share of tokens at which this request's engine compacts.
+func (x *exchange) budget() (compactAt float64, err error) {
+	c := x.config()
+	e, err := host.New(c)
+	if err != nil {
+		return 0, x.configError(err)
+	}
+	b := e.Budget()
+	return b.CompactAt * float64(b.Input), nil
+}
+
+func (x *exchange) configError(err error) error {
+	if x.p.o.Config.ContextWindow == 0 {
+		return fmt.Errorf("%w (model %q: set --context-window or --model for it)", err, x.model)
+	}
+	return err
+}
+
+// underBound reports, without decoding, that the request is certainly
+// under the compaction point: chars/4 of the whole body, images at the
+// engine's flat price, is above what the engine would count.
+func (x *exchange) underBound() bool {
+	if x.p.o.Config.Tokenizer != "chars" {
+		return false
+	}
+	at, err := x.budget()
+	if err != nil {
+		return false
+	}
+	images := bytes.Count(x.out, []byte(`"image`))
+	return float64(len(x.out)/4+images*1600) < at
+}
+
+// build reads the conversation into an engine session: every message as
+// sent, and the stored compaction, so a further compaction merges its
+// summary instead of summarizing the summary.
+func (x *exchange) build() error {
+	format := formats.Anthropic
+	if x.kind == KindOpenAI {
+		format = formats.OpenAI
+	}
+	read, err := formats.Read(bytes.NewReader(x.raw.body), format)
+	if err != nil {
+		return err
+	}
+	if len(read.Repaired) > 0 {
+		// Repaired messages no longer map one to one onto the request's.
+		return fmt.Errorf("the conversation breaks the tool-call rules (%v)", read.Repaired)
+	}
+	eng, err := x.engine()
+	if err != nil {
+		return err
+	}
+	var log bytes.Buffer
+	enc := json.NewEncoder(&log)
+	enc.SetEscapeHTML(false)
+	var through string
+	folded := 0
+	for i := range read.Messages {
+		m := &read.Messages[i]
+		ri := x.rawIndex(m.ID)
+		if err := enc.Encode(host.Entry{Type: host.EntryMessage, Message: m}); err != nil {
+			return err
+		}
+		if x.rec == nil || ri < 0 || ri >= x.rec.FoldedCount {
+			continue
+		}
+		if !m.Pinned {
+			folded++
+		}
+		next := len(x.raw.msgs)
+		if i+1 < len(read.Messages) {
+			next = x.rawIndex(read.Messages[i+1].ID)
+		}
+		if next >= x.rec.FoldedCount {
+			if next != x.rec.FoldedCount {
+				return fmt.Errorf("the stored compaction ends inside message %d", ri)
+			}
+			through = m.ID
+			c := host.Compaction{ID: "c1", FoldedThrough: through, Summary: x.rec.Summary, Strategy: x.rec.Strategy,
+				Offline: x.rec.Offline, TokensBefore: x.rec.TokensBefore, TokensAfter: x.rec.TokensAfter,
+				MessagesFolded: folded, Time: x.rec.CreatedAt}
+			if err := enc.Encode(host.Entry{Type: host.EntryCompaction, Compaction: &c}); err != nil {
+				return err
+			}
+		}
+	}
+	sess, err := eng.ReadSession(&log, x.conv[:16])
+	if err != nil {
+		return err
+	}
+	x.eng, x.sess, x.replayed = eng, sess, len(sess.Compactions())
+	return nil
+}
+
+// rawIndex maps a message ID the reader gave ("anthropic-7") to the index
+// of the request message it came from; -1 for the system prompt.
+func (x *exchange) rawIndex(id string) int {
+	i := strings.LastIndexByte(id, '-')
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil || i < 0 {
+		return -1
+	}
+	return n
+}
+
+// overhead is what the request carries beyond its messages: the tools.
+func (x *exchange) overhead() host.Request {
+	return host.Request{ToolSchemaTokens: x.eng.CountTokens(string(x.raw.field("tools")))}
+}
+
+// overCompactionPoint reports whether the gate would compact.
+func (x *exchange) overCompactionPoint() bool {
+	b := x.eng.Budget()
+	used := x.sess.ContextTokens() + x.overhead().ToolSchemaTokens
+	over := float64(used) >= b.CompactAt*float64(b.Input)
+	x.log.Debug("gate", "tokens", used, "budget", b.Input, "compact_at", b.CompactAt, "over", over)
+	return over
+}
+
+// engine builds this request's engine: the proxy's config sized for the
+// request's model, its strategies, and a model client that asks the same
+// upstream with the client's credentials.
+func (x *exchange) engine() (*host.Engine, error) {
+	c := x.config()
+	opts := []host.Option{host.WithLogger(x.log)}
+	if x.p.o.Registry != nil {
+		opts = append(opts, host.WithPlugins(x.p.o.Registry))
+	}
+	if !x.p.o.Offline {
+		cm := x.compactionModel()
+		cl, err := provider.New(provider.Config{
+			Kind: x.kind, BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
+			HTTPClient: &http.Client{Transport: &credentialTransport{base: x.p.o.Transport, header: x.header}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, host.WithModel(cl))
+		if m, ok := catalog.Lookup(cm); ok && cm != c.Model && c.SummarizerBudget == 0 {
+			c.SummarizerBudget = m.InputBudget(0)
+		}
+	}
+	opts = append(opts, x.p.o.EngineOptions...)
+	e, err := host.New(c, opts...)
+	if err != nil {
+		return nil, x.configError(err)
+	}
+	e.Subscribe(func(ev host.Event) {
+		if ce, ok := ev.(*host.CompactionEvent); ok {
+			x.cost += ce.CostUSD
+		}
+	})
+	return e, nil
+}
+
+// cheaper are the models summaries default to, per provider.
+var cheaper = map[string]string{KindAnthropic: "claude-haiku-4-5", KindOpenAI: "gpt-4.1-mini"}
+
+// compactionModel is the model summaries are asked of.
+func (x *exchange) compactionModel() string {
+	if x.p.o.CompactionModel != "" {
+		return x.p.o.CompactionModel
+	}
+	m, ok := catalog.Lookup(x.model)
+	if !ok || m.Provider != x.kind {
+		return x.model
+	}
+	if c, ok := catalog.Lookup(cheaper[x.kind]); ok && c.InputPrice < m.InputPrice {
+		return c.ID
+	}
+	return x.model
+}
+
+// providerBase is the upstream address the SDKs need for the summary
+// calls: the upstream plus what precedes the endpoint in this request's
+// path (/v1 for OpenAI, whose SDK expects it in the base URL).
+func (x *exchange) providerBase() string {
+	path := strings.TrimSuffix(x.path, "/")
+	if x.kind == KindAnthropic {
+		path = strings.TrimSuffix(path, anthropicSuffix)
+	} else {
+		path = strings.TrimSuffix(path, openAISuffix)
+	}
+	u := *x.p.o.Upstream
+	u.Path = strings.TrimSuffix(u.Path, "/") + path + "/"
+	u.RawQuery = ""
+	return u.String()
+}
+
+var errLockWait = errors.New("waited too long for another request's compaction")
+
+// compact runs the gate under the conversation's lock, or recovers from
+// an overflow when over is set. A request that finds the lock taken waits
+// for it and first tries the compaction the holder stored.
+func (x *exchange) compact(ctx context.Context, over *overflowError) error {
+	lock, err := x.lock(ctx)
+	switch {
+	case errors.Is(err, errLockWait):
+		x.p.m.lockWaitTimout.Inc()
+		x.log.Warn("another request of this conversation held its lock past the wait; compacting anyway")
+	case err != nil:
+		x.p.m.storeErrors.Inc()
+		x.log.Warn("compaction store lock failed; compacting without it", "err", err)
+	default:
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.p.o.StoreTimeout)
+			defer cancel()
+			if err := lock.Release(rctx); err != nil {
+				x.log.Warn("releasing the conversation lock", "err", err)
+			}
+		}()
+	}
+	// What the previous holder stored may be all this request needs.
+	if rec := x.latest(ctx); rec != nil && (x.rec == nil || rec.Key != x.rec.Key) {
+		x.apply(rec)
+		if err := x.build(); err != nil {
+			return err
+		}
+		// An overflowed request did not carry this compaction yet: the
+		// retry sends it before anything is folded further.
+		if over != nil || !x.overCompactionPoint() {
+			x.log.Info("reused the compaction another request stored", "key", rec.Key[:16])
+			return nil
+		}
+	}
+	// A compaction of this very prefix may be stored under another
+	// conversation head (a fork): reuse it rather than pay again.
+	if over == nil {
+		if plan, err := x.eng.Plan(x.sess, host.CompactOptions{}); err == nil {
+			if cut := x.rawIndex(plan.FirstKeptID); cut > 0 && (x.rec == nil || cut > x.rec.FoldedCount) {
+				sctx, cancel := context.WithTimeout(ctx, x.p.o.StoreTimeout)
+				rec, err := x.p.o.Store.Get(sctx, x.recordKey(x.prefixHash(cut)))
+				cancel()
+				if err == nil && x.matches(rec) {
+					x.apply(rec)
+					x.log.Info("reused a stored compaction of the same prefix", "key", rec.Key[:16])
+					return x.put(ctx, rec)
+				}
+			}
+		}
+	}
+	before := len(x.sess.Compactions())
+	trigger := "gate"
+	if over != nil {
+		trigger = "overflow"
+		retry, err := x.eng.RecoverOverflow(ctx, x.sess, over)
+		if err != nil {
+			return err
+		}
+		if !retry {
+			return errors.New("the engine found nothing to fold")
+		}
+	} else {
+		d, err := x.eng.EnsureFits(ctx, x.sess, x.overhead())
+		if err != nil {
+			return err
+		}
+		x.log.Debug("gate acted", "action", d.Action.String(), "tokens_before", d.TokensBefore, "tokens_after", d.TokensAfter)
+	}
+	cs := x.sess.Compactions()
+	if len(cs) <= before {
+		return nil
+	}
+	rec, err := x.record(cs[len(cs)-1])
+	if err != nil {
+		return err
+	}
+	x.apply(rec)
+	x.action = actionCompacted
+	x.p.m.compactions.WithLabelValues(rec.Strategy, trigger).Inc()
+	if x.cost > 0 {
+		x.p.m.summaryCost.WithLabelValues(x.compactionModel()).Add(x.cost)
+	}
+	x.log.Info("compacted", "trigger", trigger, "strategy", rec.Strategy, "offline", rec.Offline, "folded_messages", rec.FoldedCount,
+		"tokens_before", rec.TokensBefore, "tokens_after", rec.TokensAfter, "cost_usd", rec.CostUSD, "key", rec.Key[:16])
+	return x.put(ctx, rec)
+}
+
+// put stores rec as the conversation's newest compaction. A store that
+// fails costs a summary next time, not this request.
+func (x *exchange) put(ctx context.Context, rec *store.Record) error {
+	rec.Conversation = x.conv
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.p.o.StoreTimeout)
+	defer cancel()
+	if err := x.p.o.Store.Put(sctx, rec); err != nil {
+		x.p.m.storeErrors.Inc()
+		x.log.Warn("the compaction could not be stored; later requests will compact again", "err", err)
+	}
+	return nil
+}
+
+// lock takes the conversation's lock, waiting for another holder within
+// LockWait.
+func (x *exchange) lock(ctx context.Context) (store.Lock, error) {
+	deadline := time.Now().Add(x.p.o.LockWait)
+	wait := 20 * time.Millisecond
+	for {
+		sctx, cancel := context.WithTimeout(ctx, x.p.o.StoreTimeout)
+		l, err := x.p.o.Store.Lock(sctx, x.conv, x.p.o.LockLease)
+		cancel()
+		if !errors.Is(err, store.ErrLocked) {
+			return l, err
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return nil, errLockWait
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, time.Second)
+	}
+}
+
+// record turns the engine's compaction into a store record: the cut in
+// the request's own messages and the replacement in its own format.
+func (x *exchange) record(c host.Compaction) (*store.Record, error) {
+	msgs := x.sess.Messages()
+	cut := -1
+	for i := range msgs {
+		if msgs[i].ID == c.FoldedThrough {
+			cut = len(x.raw.msgs)
+			if i+1 < len(msgs) {
+				cut = x.rawIndex(msgs[i+1].ID)
+			}
+			break
+		}
+	}
+	if cut <= 0 || cut >= len(x.raw.msgs) {
+		return nil, fmt.Errorf("the compaction's cut (%d of %d messages) cannot be expressed in the request", cut, len(x.raw.msgs))
+	}
+	var repl bytes.Buffer
+	repl.WriteByte('[')
+	for _, m := range x.sess.Context() {
+		ri := x.rawIndex(m.ID)
+		if ri >= cut {
+			break
+		}
+		var elem []byte
+		switch {
+		case m.Summary:
+			elem = x.summaryMessage(m)
+		case ri >= 0:
+			elem = x.raw.msg(ri) // a pinned message, kept as it was sent
+		default:
+			continue // the system prompt, which stays where it is
+		}
+		if repl.Len() > 1 {
+			repl.WriteByte(',')
+		}
+		repl.Write(elem)
+	}
+	repl.WriteByte(']')
+	ph := x.prefixHash(cut)
+	return &store.Record{
+		Key: x.recordKey(ph), Conversation: x.conv, PrefixHash: ph, FoldedCount: cut,
+		Replacement: repl.Bytes(), Summary: c.Summary, Strategy: c.Strategy, Offline: c.Offline,
+		TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter, CostUSD: x.cost, CreatedAt: c.Time,
+	}, nil
+}
+
+// summaryMessage writes the engine's summary message in the request's
+// format.
+func (x *exchange) summaryMessage(m abi.Message) []byte {
+	var text strings.Builder
+	for _, b := range m.Content {
+		text.WriteString(b.Text)
+	}
+	var v any
+	if x.kind == KindAnthropic {
+		type block struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		v = struct {
+			Role    string  `json:"role"`
+			Content []block `json:"content"`
+		}{"user", []block{{"text", text.String()}}}
+	} else {
+		v = struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		}{"user", text.String()}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// overflowError is an upstream overflow answer, for RecoverOverflow.
+type overflowError struct {
+	status int
+	body   []byte
+}
+
+func (e *overflowError) Error() string {
+	return "upstream context overflow (status " + strconv.Itoa(e.status) + ")"
+}
+func (e *overflowError) HTTPStatus() int  { return e.status }
+func (e *overflowError) HTTPBody() []byte { return e.body }
+
+var _ overflow.HTTPError = (*overflowError)(nil)
+
+// recoverOverflow compacts after the upstream refused the request as too
+// long and returns the body to send once more; ok is false when there is
+// nothing better to send.
+func (x *exchange) recoverOverflow(ctx context.Context, status int, body []byte, res overflow.Result) (retry []byte, ok bool) {
+	if x.raw == nil {
+		return nil, false
+	}
+	x.log.Warn("upstream context overflow; compacting for one retry", "reason", res.Reason, "window", res.ContextWindow)
+	if x.sess == nil {
+		if err := x.build(); err != nil {
+			x.fallback("overflow read", err)
+			return nil, false
+		}
+	}
+	sent := x.out
+	if err := x.compact(ctx, &overflowError{status: status, body: body}); err != nil {
+		x.fallback("overflow compaction", err)
+		return nil, false
+	}
+	if bytes.Equal(sent, x.out) {
+		return nil, false
+	}
+	return x.out, true
+}

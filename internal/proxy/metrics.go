@@ -1,0 +1,54 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the proxy's Prometheus series, in a registry of their own so
+// two proxies in one process (tests) do not collide.
+type metrics struct {
+	reg *prometheus.Registry
+
+	requests       *prometheus.CounterVec
+	compactions    *prometheus.CounterVec
+	fallbacks      *prometheus.CounterVec
+	overflows      *prometheus.CounterVec
+	tokensSaved    *prometheus.CounterVec
+	summaryCost    *prometheus.CounterVec
+	upstreamTime   *prometheus.HistogramVec
+	addedTime      *prometheus.HistogramVec
+	storeErrors    prometheus.Counter
+	lockWaitTimout prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	const ns = "compact_host_proxy"
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
+		Help: "Requests by API kind and what the proxy did: passthrough (not a messages request), forwarded (unchanged), spliced (a stored compaction reused), compacted (a new compaction), fallback (compaction failed, forwarded without it), unparsed (forwarded untouched), oversized (over the body limit, forwarded untouched)."},
+		[]string{"kind", "action"})
+	m.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compactions_total",
+		Help: "New compactions by strategy and trigger (gate or overflow)."}, []string{"strategy", "trigger"})
+	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "fallbacks_total",
+		Help: "Requests forwarded without the compaction they needed, by reason."}, []string{"reason"})
+	m.overflows = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "overflow_retries_total",
+		Help: "Upstream context-overflow errors, by result: retried (compacted and sent again) or passed (the error went to the client)."}, []string{"result"})
+	m.tokensSaved = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tokens_saved_total",
+		Help: "Estimated input tokens (chars/4) not sent upstream because a compaction replaced them."}, []string{"kind"})
+	m.summaryCost = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "summary_cost_usd_total",
+		Help: "What the summaries cost, priced from the catalog."}, []string{"model"})
+	buckets := []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+	m.upstreamTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_latency_seconds",
+		Help: "Time from sending a request upstream to its response headers.", Buckets: buckets}, []string{"kind"})
+	m.addedTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "added_latency_seconds",
+		Help: "Time from a messages request's whole body to its sending upstream: the gate, the store, compaction.", Buckets: buckets}, []string{"kind"})
+	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "store_errors_total",
+		Help: "Compaction store calls that failed; the request went on without the store."})
+	m.lockWaitTimout = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lock_wait_timeouts_total",
+		Help: "Requests that waited the whole lock deadline for another request's compaction of their conversation."})
+	m.reg.MustRegister(m.requests, m.compactions, m.fallbacks, m.overflows, m.tokensSaved, m.summaryCost,
+		m.upstreamTime, m.addedTime, m.storeErrors, m.lockWaitTimout,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,273 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/store"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// API kinds.
+const (
+	KindAnthropic = "anthropic"
+	KindOpenAI    = "openai"
+)
+
+// AdminPrefix is where the proxy serves its own endpoints. No provider API
+// has paths under it, so it cannot shadow one.
+const AdminPrefix = "/_compact-host/"
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxBodyBytes = 32 << 20
+	DefaultLockWait     = 3 * time.Minute
+	DefaultLockLease    = 5 * time.Minute
+	DefaultStoreTimeout = 5 * time.Second
+)
+
+// Options configure a Proxy. The zero value of every field but Upstream
+// means its default.
+type Options struct {
+	// Upstream is the provider's address, as the agent would have used it:
+	// https://api.anthropic.com, https://api.openai.com, or
+	// http://localhost:11434 for Ollama. A request's path is appended.
+	Upstream *url.URL
+	// Kind is KindAnthropic or KindOpenAI to treat every request as that
+	// API; "" detects it per request from the path (/v1/messages,
+	// /chat/completions).
+	Kind string
+	// Config is what every request's engine starts from. Its Model and
+	// ContextWindow, when set, size the budget instead of the request's
+	// model. Tokenizer "" means "chars": the cheap bound that lets most
+	// requests skip decoding holds only for chars/4.
+	Config host.Config
+	// Registry resolves strategy plugins; nil leaves only the strategies
+	// of EngineOptions.
+	Registry *plugin.Registry
+	// EngineOptions are given to every request's engine after the
+	// proxy's own, for strategies linked into the program.
+	EngineOptions []host.Option
+	// CompactionModel is the model summaries are asked of. "" picks the
+	// provider's cheaper model where the catalog knows the request's
+	// model and a cheaper one (claude-haiku-4-5, gpt-4.1-mini), else the
+	// request's own model.
+	CompactionModel string
+	// Offline makes strategies summarize without calling a model.
+	Offline bool
+	// Store keeps compactions; default a new store.Memory.
+	Store store.Store
+	// MaxBodyBytes is the largest body the proxy reads to rewrite; a
+	// larger one is forwarded untouched, streamed as it arrives.
+	// Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// LockWait bounds how long a request waits for another request's
+	// compaction of the same conversation. Default DefaultLockWait.
+	LockWait time.Duration
+	// LockLease is how long a compaction holds its conversation's lock at
+	// most. Default DefaultLockLease.
+	LockLease time.Duration
+	// StoreTimeout bounds each store call. Default DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// Logger receives structured logs: conversation IDs, sizes, actions,
+	// never content or credentials. Default slog.Default().
+	Logger *slog.Logger
+	// Transport sends requests upstream. Default: a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// Proxy forwards an agent's provider requests to the upstream, compacting
+// the conversation of messages requests when the gate says so.
+type Proxy struct {
+	o       Options
+	log     *slog.Logger
+	m       *metrics
+	rp      *httputil.ReverseProxy
+	metrics http.Handler
+	warned  sync.Map // warnings given once, by subject
+}
+
+// warnOnce logs a warning the first time for subject.
+func (p *Proxy) warnOnce(subject, msg string, args ...any) {
+	if _, seen := p.warned.LoadOrStore(subject, true); !seen {
+		p.log.Warn(msg, args...)
+	}
+}
+
+// New checks o and builds a Proxy.
+func New(o Options) (*Proxy, error) {
+	if o.Upstream == nil || o.Upstream.Scheme == "" || o.Upstream.Host == "" {
+		return nil, errors.New("proxy: the upstream must be an absolute URL such as https://api.anthropic.com (flag --upstream)")
+	}
+	switch o.Kind {
+	case "", KindAnthropic, KindOpenAI:
+	default:
+		return nil, fmt.Errorf("proxy: kind %q: want anthropic, openai or empty to detect it (flag --kind)", o.Kind)
+	}
+	if o.Config.Tokenizer == "" {
+		o.Config.Tokenizer = "chars"
+	}
+	if o.Store == nil {
+		o.Store = store.NewMemory()
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.LockWait <= 0 {
+		o.LockWait = DefaultLockWait
+	}
+	if o.LockLease <= 0 {
+		o.LockLease = DefaultLockLease
+	}
+	if o.StoreTimeout <= 0 {
+		o.StoreTimeout = DefaultStoreTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Transport == nil {
+		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	// A config that cannot make an engine fails now, not on every request.
+	probe := o.Config
+	if probe.Model == "" && probe.ContextWindow == 0 {
+		probe.ContextWindow = 200000
+	}
+	if _, err := host.New(probe); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	p := &Proxy{o: o, log: o.Logger, m: newMetrics()}
+	p.metrics = promhttp.HandlerFor(p.m.reg, promhttp.HandlerOpts{})
+	up := o.Upstream
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			// SetURL sets Host to the upstream's; the forwarding headers
+			// Rewrite strips stay stripped: the upstream sees the agent's
+			// request, not a proxy's.
+			pr.Out.Host = up.Host
+		},
+		Transport:     &upstreamTransport{p: p, base: o.Transport},
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		ErrorHandler:  p.upstreamError,
+	}
+	return p, nil
+}
+
+// Close releases the store.
+func (p *Proxy) Close() error { return p.o.Store.Close() }
+
+// ServeHTTP forwards r upstream. Messages requests go through the gate
+// first; every other request passes untouched.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
+		p.admin(w, r)
+		return
+	}
+	began := time.Now()
+	kind := p.messagesKind(r)
+	if kind == "" {
+		p.m.requests.WithLabelValues(p.errorKind(r), "passthrough").Inc()
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	x := &exchange{p: p, kind: kind, began: began, header: r.Header, path: r.URL.Path}
+	body, whole, err := readBounded(r.Body, r.ContentLength, p.o.MaxBodyBytes)
+	if err != nil {
+		p.log.Warn("reading the request body failed", "kind", kind, "err", err)
+		p.writeError(w, kind, http.StatusBadRequest, "invalid_request_error", "compact-host proxy: reading the request body: "+err.Error())
+		return
+	}
+	if !whole {
+		// Over the limit: what was read and the rest go on as they are.
+		p.m.requests.WithLabelValues(kind, "oversized").Inc()
+		p.log.Info("request over the body limit forwarded untouched", "kind", kind, "limit_bytes", p.o.MaxBodyBytes)
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	// Added latency is the proxy's own work, from a whole body to the
+	// upstream: the upload is the agent's, proxy or not.
+	x.began = time.Now()
+	x.prepare(r.Context(), body)
+	p.m.requests.WithLabelValues(kind, x.action).Inc()
+	out := x.out
+	r.Body = io.NopCloser(bytes.NewReader(out))
+	r.ContentLength = int64(len(out))
+	r.Header.Del("Content-Length")
+	r.TransferEncoding = nil
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)))
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// readBounded reads at most limit bytes; whole is false when there was more.
+func readBounded(r io.Reader, size, limit int64) (data []byte, whole bool, err error) {
+	if r == nil {
+		return nil, true, nil
+	}
+	// A declared length sizes the buffer once: growing it by doubling
+	// clears and copies megabytes for a long conversation.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(size, 0), limit)+bytes.MinRead))
+	_, err = buf.ReadFrom(io.LimitReader(r, limit+1))
+	data = buf.Bytes()
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(data)) > limit {
+		return data, false, nil
+	}
+	return data, true, nil
+}
+
+// messagesKind is the API kind of a messages request, or "" for any other
+// request.
+func (p *Proxy) messagesKind(r *http.Request) string {
+	if r.Method != http.MethodPost {
+		return ""
+	}
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	switch {
+	case strings.HasSuffix(path, anthropicSuffix) && p.o.Kind != KindOpenAI:
+		return KindAnthropic
+	case strings.HasSuffix(path, openAISuffix) && p.o.Kind != KindAnthropic:
+		return KindOpenAI
+	}
+	return ""
+}
+
+// The endpoints whose requests carry a conversation.
+const (
+	anthropicSuffix = "/v1/messages"
+	openAISuffix    = "/chat/completions"
+)
+
+func (p *Proxy) admin(w http.ResponseWriter, r *http.Request) {
+	switch strings.TrimPrefix(r.URL.Path, AdminPrefix) {
+	case "metrics":
+		p.metrics.ServeHTTP(w, r)
+	case "healthz":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	default:
+		http.NotFound(w, r)
+	}
+}
