@@ -359,6 +359,19 @@ func (sv *services) Complete(ctx context.Context, req *abi.CompleteRequest) (*ab
 	return resp, nil
 }
 
+// MaxOutputTokens is the summarizing model's output limit from the
+// catalog: a plugin's max_tokens is clamped to it (plugin.OutputLimiter),
+// so no plugin asks the user's key for more than the model can write.
+func (sv *services) MaxOutputTokens() int {
+	if sv.e.model == nil {
+		return 0
+	}
+	if m, ok := catalog.Lookup(sv.e.model.Model()); ok {
+		return m.MaxOutput
+	}
+	return 0
+}
+
 func (sv *services) CountTokens(_ context.Context, text string) (int, error) {
 	return sv.e.counter.Count(text), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/catalog"
 	"github.com/compact-host/compact-host/host/internal/tokens"
 	"github.com/compact-host/compact-host/host/plugin"
 )
@@ -557,4 +558,16 @@ func TestCalibrationStaysRightAcrossCompactions(t *testing.T) {
 	require.Equal(t, 12, n, "reports")
 	require.InDelta(t, 1, f, 0.001, "factor after %d compactions", compactions)
 	require.Zero(t, e.CalibrationOffset(), "offset after %d compactions", compactions)
+}
+
+func TestPluginCompletionsAreClampedToTheSummarizingModel(t *testing.T) {
+	e := newEngine(t, Config{Model: "claude-sonnet-4-5", Tokenizer: "chars"}, WithModel(fakeModel{"claude-haiku-4-5"}))
+	want, ok := catalog.Lookup("claude-haiku-4-5")
+	require.True(t, ok)
+	require.Positive(t, want.MaxOutput)
+	// The plugin registry clamps max_tokens through this method (plugin.OutputLimiter).
+	var limiter interface{ MaxOutputTokens() int } = &services{e: e}
+	assert.Equal(t, want.MaxOutput, limiter.MaxOutputTokens())
+	offline := newEngine(t, Config{Model: "claude-sonnet-4-5", Tokenizer: "chars"})
+	assert.Zero(t, (&services{e: offline}).MaxOutputTokens(), "no model, no limit of its own")
 }
