@@ -25,6 +25,7 @@ const (
 	ExitPlugin      = 4   // a plugin failed to load or failed verification
 	ExitProvider    = 5   // the model provider failed
 	ExitNotFit      = 6   // the session is still over its budget after compaction
+	ExitBusy        = 7   // another writer changed or held the session log; nothing was written, run again
 	ExitInterrupted = 130 // interrupted (SIGINT/SIGTERM)
 )
 
@@ -37,6 +38,8 @@ const exitCodesHelp = `Exit codes:
   4  a plugin failed to load or failed verification
   5  the model provider failed
   6  the session is still over its budget after compaction
+  7  another writer changed or held the session log meanwhile; nothing was
+     written: run the command again
   130 interrupted (SIGINT or SIGTERM)`
 
 // exitError carries an exit code with an error.

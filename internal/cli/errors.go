@@ -29,6 +29,8 @@ func exitCode(ctx context.Context, err error) int {
 		return ee.code
 	case isUsageError(err):
 		return ExitUsage
+	case errors.Is(err, host.ErrConcurrentCompaction) || errors.Is(err, host.ErrLogBusy) || errors.Is(err, host.ErrLogChanged):
+		return ExitBusy
 	case isInputError(err):
 		return ExitInput
 	case isPluginError(err):
