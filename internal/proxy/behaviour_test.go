@@ -74,8 +74,6 @@ func post(t testing.TB, url string, body []byte, header map[string]string) (*htt
 }
 
 func TestOverflowIsRecoveredWithOneRetry(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	history := func(n int) []anthropic.MessageParam {
 		var h []anthropic.MessageParam
 		for i := range n {
@@ -87,6 +85,8 @@ func TestOverflowIsRecoveredWithOneRetry(t *testing.T) {
 		return h
 	}
 	t.Run("anthropic", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
+		defer cancel()
 		r := newRig(t, nil)
 		client := anthropic.NewClient(aoption.WithBaseURL(r.srv.URL), aoption.WithAPIKey(testKey), aoption.WithMaxRetries(0))
 		r.up.overflowNext = 1
@@ -113,6 +113,8 @@ func TestOverflowIsRecoveredWithOneRetry(t *testing.T) {
 		assert.Equal(t, string(repl[0]), string(later[0]))
 	})
 	t.Run("anthropic twice", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
+		defer cancel()
 		r := newRig(t, nil)
 		client := anthropic.NewClient(aoption.WithBaseURL(r.srv.URL), aoption.WithAPIKey(testKey), aoption.WithMaxRetries(0))
 		r.up.overflowNext = 2
@@ -124,6 +126,8 @@ func TestOverflowIsRecoveredWithOneRetry(t *testing.T) {
 		assert.Len(t, r.up.agentRequests(), 2, "one retry, no more")
 	})
 	t.Run("openai streamed", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
+		defer cancel()
 		r := newRig(t, func(o *Options) { o.CompactionModel = "gpt-4.1-mini" })
 		client := openai.NewClient(ooption.WithBaseURL(r.srv.URL+"/v1"), ooption.WithAPIKey("sk-test-openai-key-123"), ooption.WithMaxRetries(0))
 		r.up.overflowNext = 1
@@ -335,7 +339,7 @@ func TestConcurrentRequestsCompactOnce(t *testing.T) {
 	r := newRig(t, func(o *Options) {
 		o.Store, o.Config, o.Offline = st, cfg, true
 		o.EngineOptions = []host.Option{host.WithStrategy("blocking", blocking)}
-		o.LockWait = time.Minute
+		o.LockWait = 5 * time.Minute
 	})
 	body := anthropicBody(t, 12, false)
 	var wg sync.WaitGroup
@@ -357,7 +361,7 @@ func TestConcurrentRequestsCompactOnce(t *testing.T) {
 	}
 	select {
 	case <-st.locked:
-	case <-time.After(20 * time.Second):
+	case <-time.After(5 * time.Minute): // a hang guard
 		t.Log(r.logs.String())
 		t.Fatal("the second request never found the conversation locked")
 	}

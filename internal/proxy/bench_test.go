@@ -150,3 +150,39 @@ func BenchmarkThroughput(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSplit compares the scanner with what encoding/json needs to
+// find the same raw messages, on the 200k conversation.
+func BenchmarkSplit(b *testing.B) {
+	body := bigConversation(b, 200_000)
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := scanRequest(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json-raw", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			var top map[string]json.RawMessage
+			var msgs []json.RawMessage
+			if err := json.Unmarshal(body, &top); err != nil {
+				b.Fatal(err)
+			}
+			if err := json.Unmarshal(top["messages"], &msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sha256-all-messages", func(b *testing.B) {
+		r, err := scanRequest(body)
+		require.NoError(b, err)
+		x := &exchange{raw: r}
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			x.prefixHash(len(r.msgs))
+		}
+	})
+}

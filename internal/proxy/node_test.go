@@ -51,7 +51,7 @@ func TestNodeSDKConversation(t *testing.T) {
 		t.Run(tc.kind, func(t *testing.T) {
 			r := newRig(t, func(o *Options) { o.CompactionModel = tc.model })
 			const turns = 14
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
 			defer cancel()
 			cmd := exec.CommandContext(ctx, node, "client.mjs")
 			cmd.Dir = dir

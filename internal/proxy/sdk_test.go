@@ -119,7 +119,7 @@ func mustModel(t *testing.T, body []byte) string {
 func TestAnthropicSDKConversation(t *testing.T) {
 	r := newRig(t, nil)
 	client := anthropic.NewClient(aoption.WithBaseURL(r.srv.URL), aoption.WithAPIKey(testKey), aoption.WithMaxRetries(0))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
 	defer cancel()
 	tools := []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{
 		Name: "read_file", Description: anthropic.String("Read a file"),
@@ -173,7 +173,7 @@ func TestOpenAISDKConversation(t *testing.T) {
 	r := newRig(t, func(o *Options) { o.CompactionModel = "gpt-4.1-mini" })
 	const key = "sk-proj-openai-proxytest-SECRET-77aa"
 	client := openai.NewClient(ooption.WithBaseURL(r.srv.URL+"/v1"), ooption.WithAPIKey(key), ooption.WithMaxRetries(0))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
 	defer cancel()
 	tools := []openai.ChatCompletionToolParam{{Function: shared.FunctionDefinitionParam{
 		Name: "read_file", Description: openai.String("Read a file"),

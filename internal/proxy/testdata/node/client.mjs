@@ -17,7 +17,7 @@ function turnText(i) {
 }
 
 async function anthropic() {
-  const client = new Anthropic({ baseURL: PROXY_URL, apiKey: API_KEY, maxRetries: 0, timeout: 60_000 });
+  const client = new Anthropic({ baseURL: PROXY_URL, apiKey: API_KEY, maxRetries: 0, timeout: 240_000 });
   const tools = [{ name: 'read_file', description: 'Read a file', input_schema: { type: 'object', properties: { path: { type: 'string' } } } }];
   const history = [];
   for (let i = 0; i < TURNS; i++) {
@@ -43,7 +43,7 @@ async function anthropic() {
 }
 
 async function openai() {
-  const client = new OpenAI({ baseURL: `${PROXY_URL}/v1`, apiKey: API_KEY, maxRetries: 0, timeout: 60_000 });
+  const client = new OpenAI({ baseURL: `${PROXY_URL}/v1`, apiKey: API_KEY, maxRetries: 0, timeout: 240_000 });
   const tools = [{ type: 'function', function: { name: 'read_file', description: 'Read a file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } }];
   const history = [{ role: 'system', content: 'You are a careful coding agent.' }];
   for (let i = 0; i < TURNS; i++) {
