@@ -288,6 +288,12 @@ func (a *app) model() (host.ModelClient, error) {
 			kind = provider.KindOpenAI
 		}
 	}
+	switch kind {
+	case "", "none", provider.KindAnthropic, provider.KindOpenAI:
+	default:
+		return nil, a.usageOrConfig("provider.Kind", fmt.Errorf("%s %q: want anthropic, openai or none%s",
+			settingName("provider.Kind", a.origin("provider.Kind")), kind, suggest(kind, []string{"anthropic", "openai", "none"})))
+	}
 	if kind == "" || kind == "none" {
 		a.offline = "note: no model configured (set ANTHROPIC_API_KEY or OPENAI_API_KEY, or --provider): summarizing offline"
 		return nil, nil

@@ -65,7 +65,9 @@ func TestServeCommand(t *testing.T) {
 	for url == "" {
 		select {
 		case line, ok := <-lines:
-			require.True(t, ok, "serve ended with %d before listening:\n%s", <-code, strings.Join(stderr, "\n"))
+			if !ok {
+				require.FailNow(t, "serve ended before listening", "exit %d:\n%s", <-code, strings.Join(stderr, "\n"))
+			}
 			stderr = append(stderr, line)
 			if _, rest, found := strings.Cut(line, "serving on "); found {
 				url, _, _ = strings.Cut(rest, " ")
@@ -103,7 +105,9 @@ func TestServeCommand(t *testing.T) {
 		require.NoError(t, err)
 		return resp
 	}
-	assert.Equal(t, http.StatusUnauthorized, post("").StatusCode, "without the token")
+	unauth := post("")
+	unauth.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, unauth.StatusCode, "without the token")
 	resp = post("t0ken")
 	var got server.CompactResponse
 	json.NewDecoder(resp.Body).Decode(&got)
