@@ -337,6 +337,8 @@ var boundedCases = []hostileCase{
 	{name: "nomem", want: pluginapi.ErrInvalidPlugin},
 	{name: "hiddenmem", want: pluginapi.ErrInvalidPlugin},
 	{name: "badimport", want: pluginapi.ErrInvalidPlugin},
+	{name: "badinit", want: pluginapi.ErrInvalidPlugin},
+	{name: "importmem", want: pluginapi.ErrInvalidPlugin},
 	{name: "sleep", export: abi.ExportTruncate, want: pluginapi.ErrDeadlineExceeded},
 	{name: "loop", export: abi.ExportTruncate, want: pluginapi.ErrDeadlineExceeded},
 	{name: "grow", export: abi.ExportTruncate, want: pluginapi.ErrMemoryLimit},

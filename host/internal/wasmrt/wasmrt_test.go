@@ -165,6 +165,7 @@ func TestHostilePlugins(t *testing.T) {
 		{name: "hiddenmem", loadErr: pluginapi.ErrInvalidPlugin, text: `does not export its memory as "memory"`},
 		{name: "badimport", loadErr: pluginapi.ErrInvalidPlugin, text: "imports compact_host_v1.log as [i32] -> [], but the host's is [i32 i32 i32] -> []"},
 		{name: "deepnest", loadErr: pluginapi.ErrInvalidPlugin, text: "nests blocks deeper than 2000"},
+		{name: "badinit", loadErr: pluginapi.ErrInvalidPlugin, text: "export _initialize has signature [i32] -> [], want [] -> []"},
 		{name: "importmem", loadErr: pluginapi.ErrInvalidPlugin, text: "imports the memory compact_host_v1.memory; the host provides functions only"},
 	} {
 		t.Run(tc.name+"/"+tc.export, func(t *testing.T) {
