@@ -350,8 +350,8 @@ func (d *Disk) evict(keep string, keepSize int64, keepMod time.Time) {
 	keepName := hashName(keep) + ".json"
 	var total int64
 	for _, name := range names {
-		path := filepath.Join(recordsDir, name)
 		if strings.HasPrefix(name, ".") {
+			path := filepath.Join(recordsDir, name)
 			if info, err := os.Lstat(path); err == nil && time.Since(info.ModTime()) > 10*time.Minute {
 				os.Remove(path)
 			}
@@ -363,7 +363,7 @@ func (d *Disk) evict(keep string, keepSize int64, keepMod time.Time) {
 			f = &recordFile{size: keepSize, mod: keepMod}
 			d.files[name] = f
 		case f == nil:
-			info, err := os.Lstat(path)
+			info, err := os.Lstat(filepath.Join(recordsDir, name))
 			if err != nil || !info.Mode().IsRegular() {
 				continue
 			}
