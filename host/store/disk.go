@@ -320,8 +320,8 @@ type recordFile struct {
 	seen uint64 // the scan that last listed it
 }
 
-// evict removes the oldest record files until both caps hold, never the
-// one just written, and clears what crashed writers and holders left:
+// evict removes the oldest record files once a cap is passed, until both
+// are met with a tenth to spare, never the one just written, and clears what crashed writers and holders left:
 // temporary files, expired lock files, pointers to removed records. It
 // runs under the guard, once per Put. A Put follows a model call, so a
 // listing per Put costs little beside it; the size and time of each file
@@ -350,8 +350,8 @@ func (d *Disk) evict(keep string, keepSize int64, keepMod time.Time) {
 	keepName := hashName(keep) + ".json"
 	var total int64
 	for _, name := range names {
-		path := filepath.Join(recordsDir, name)
 		if strings.HasPrefix(name, ".") {
+			path := filepath.Join(recordsDir, name)
 			if info, err := os.Lstat(path); err == nil && time.Since(info.ModTime()) > 10*time.Minute {
 				os.Remove(path)
 			}
@@ -363,7 +363,7 @@ func (d *Disk) evict(keep string, keepSize int64, keepMod time.Time) {
 			f = &recordFile{size: keepSize, mod: keepMod}
 			d.files[name] = f
 		case f == nil:
-			info, err := os.Lstat(path)
+			info, err := os.Lstat(filepath.Join(recordsDir, name))
 			if err != nil || !info.Mode().IsRegular() {
 				continue
 			}
@@ -401,8 +401,11 @@ func (d *Disk) evict(keep string, keepSize int64, keepMod time.Time) {
 		}
 		return strings.Compare(a.name, b.name)
 	})
+	// Down to nine tenths of each cap, so that a full store sorts its
+	// records once per tenth of the cap's Puts, not on every Put.
+	lowRecords, lowBytes := d.opts.MaxRecords-max(d.opts.MaxRecords/10, 1), d.opts.MaxBytes-d.opts.MaxBytes/10
 	for _, f := range oldest {
-		if count <= d.opts.MaxRecords && total <= d.opts.MaxBytes {
+		if count <= lowRecords && total <= lowBytes {
 			break
 		}
 		path := filepath.Join(recordsDir, f.name)

@@ -39,9 +39,11 @@ func TestDiskForms(t *testing.T) {
 	}
 	_, err := s.Get(ctx, "a")
 	assert.ErrorIs(t, err, store.ErrNotFound, "max_records=2 kept a third record")
+	_, err = s.Get(ctx, "c")
+	assert.NoError(t, err)
 	entries, err := os.ReadDir(filepath.Join(dir, "url", "records"))
 	require.NoError(t, err)
-	assert.Len(t, entries, 2)
+	assert.LessOrEqual(t, len(entries), 2)
 }
 
 func TestDefaultDirIsUserCache(t *testing.T) {
