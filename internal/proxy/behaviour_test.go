@@ -422,3 +422,19 @@ func TestStrategyFailureForwardsTheOriginal(t *testing.T) {
 	require.NotNil(t, repl)
 	assert.Contains(t, string(repl[0]), "emergency")
 }
+
+func TestUnreadableConversationIsForwardedAndNotQuoted(t *testing.T) {
+	r := newRig(t, nil)
+	// Valid JSON the scanner splits, but a content the reader refuses,
+	// in a request large enough to need the reader.
+	body := anthropicBody(t, 12, false)
+	bad := bytes.Replace(body, []byte(`"content":"Turn 3:`), []byte(`"content":{"secret-marker":1},"x":"Turn 3:`), 1)
+	require.NotEqual(t, body, bad)
+	resp, _ := post(t, r.srv.URL+"/v1/messages", bad, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	got := r.up.agentRequests()
+	require.Len(t, got, 1)
+	assert.Equal(t, string(bad), string(got[0].Body), "forwarded as it came")
+	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, `compact_host_proxy_requests_total{action="fallback"`))
+	assert.NotContains(t, r.logs.String(), "secret-marker")
+}

@@ -311,7 +311,12 @@ func (x *exchange) build() error {
 	}
 	read, err := formats.Read(bytes.NewReader(x.raw.body), format)
 	if err != nil {
-		return err
+		// A parse error quotes the input; the log gets where, not what.
+		var pe *formats.ParseError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("the request does not read as %s messages (offset %d)", format, pe.Offset)
+		}
+		return fmt.Errorf("the request does not read as %s messages", format)
 	}
 	if len(read.Repaired) > 0 {
 		// Repaired messages no longer map one to one onto the request's.

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/compact-host/compact-host/host"
@@ -98,13 +99,22 @@ type Proxy struct {
 	rp      *httputil.ReverseProxy
 	metrics http.Handler
 	warned  sync.Map // warnings given once, by subject
+	nWarned atomic.Int64
 }
+
+// maxWarned bounds the subjects remembered by warnOnce: subjects come
+// from clients (model names), and a client must not grow the map.
+const maxWarned = 1000
 
 // warnOnce logs a warning the first time for subject.
 func (p *Proxy) warnOnce(subject, msg string, args ...any) {
-	if _, seen := p.warned.LoadOrStore(subject, true); !seen {
-		p.log.Warn(msg, args...)
+	if _, seen := p.warned.Load(subject); seen {
+		return
 	}
+	if p.nWarned.Add(1) <= maxWarned {
+		p.warned.Store(subject, true)
+	}
+	p.log.Warn(msg, args...)
 }
 
 // New checks o and builds a Proxy.
