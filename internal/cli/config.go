@@ -32,6 +32,8 @@ type Config struct {
 	LogLevel        string   `toml:"log_level"`
 	// MaxInputBytes bounds what a command reads from a file or stdin.
 	MaxInputBytes int64 `toml:"max_input_bytes"`
+	// Store is where the proxy keeps its compactions (storeopen.Usage).
+	Store string `toml:"store"`
 
 	Thresholds Thresholds     `toml:"thresholds"`
 	Provider   ProviderConfig `toml:"provider"`
@@ -104,6 +106,7 @@ var envKeys = []struct{ env, key string }{
 	{"COMPACT_HOST_PROVIDER", "provider.kind"},
 	{"COMPACT_HOST_BASE_URL", "provider.base_url"},
 	{"COMPACT_HOST_COMPACTION_MODEL", "provider.compaction_model"},
+	{"COMPACT_HOST_STORE", "store"},
 }
 
 // ConfigError is a problem with the config file or an environment variable.
@@ -270,6 +273,8 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			c.Provider.BaseURL = v
 		case "provider.compaction_model":
 			c.Provider.CompactionModel = v
+		case "store":
+			c.Store = v
 		}
 	}
 	return c.validate("environment")
@@ -317,6 +322,8 @@ key is an error.
   cache_dir = ""                  # compiled wasm cache (default <user cache dir>/compact-host)
   log_level = "warn"              # debug | info | warn | error
   max_input_bytes = 268435456     # largest session or text read (256 MiB)  flag --max-input-bytes
+  store = ""                      # the proxy's compactions: "" (disk, in the cache dir), a directory,
+                                  # redis://host:6379/0 or memory   env COMPACT_HOST_STORE, flag --store
 
   [thresholds]                    # shares of the input budget
   prune = 0.70                    # shorten old oversized tool results above this

@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/host/store/storeopen"
 	"github.com/compact-host/compact-host/internal/proxy"
 	"github.com/spf13/cobra"
 )
@@ -81,7 +83,7 @@ never content or keys.`,
 	fl.StringVar(&o.listen, "listen", defaultProxyAddr, "address to listen on (host:port; port 0 picks a free one)")
 	fl.StringVar(&o.upstream, "upstream", "", "the provider's base URL, e.g. https://api.anthropic.com, https://api.openai.com, http://localhost:11434 (required)")
 	fl.StringVar(&o.kind, "kind", "auto", "API of the messages requests: auto (from the path), anthropic or openai")
-	fl.StringVar(&o.store, "store", "memory", "where compactions are kept: memory (lost on restart)")
+	fl.StringVar(&o.store, "store", "", "where compactions are kept, shared by every proxy that names the same one: "+storeopen.Usage+"; default $COMPACT_HOST_STORE, the config's store, or disk")
 	fl.BoolVar(&o.offline, "offline", false, "summarize without calling a model")
 	fl.Int64Var(&o.maxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest body read to compact; a larger one is forwarded untouched")
 	fl.DurationVar(&o.lockWait, "lock-wait", proxy.DefaultLockWait, "how long a request waits for another request's compaction of the same conversation")
@@ -104,13 +106,6 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 	default:
 		return usageError{fmt.Errorf("--kind %q: want auto, anthropic or openai", o.kind)}
 	}
-	var st store.Store
-	switch o.store {
-	case "memory":
-		st = store.NewMemory()
-	default:
-		return usageError{fmt.Errorf("--store %q: want memory", o.store)}
-	}
 	if o.maxBodyBytes <= 0 || o.lockWait <= 0 {
 		return usageError{errors.New("--max-body-bytes and --lock-wait must be positive")}
 	}
@@ -123,8 +118,13 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 	if o.engine.model == "" && a.cfg.Model == "" {
 		hc.Model = "" // each request's own model sizes its budget
 	}
+	st, err := openProxyStore(ctx, a, o.store)
+	if err != nil {
+		return err
+	}
 	reg, err := a.plugins(ctx, true)
 	if err != nil {
+		st.Close()
 		return err
 	}
 	p, err := proxy.New(proxy.Options{
@@ -167,4 +167,32 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 	}
 	a.note("stopped")
 	return nil
+}
+
+// openProxyStore opens the store the flag, the environment or the config
+// names. A store that cannot be reached at start is an error: a replica
+// that silently kept its own store would compact every conversation again.
+// One that fails later is survived request by request (the proxy forwards).
+func openProxyStore(ctx context.Context, a *app, flag string) (store.Store, error) {
+	name := pick(flag, a.cfg.Store)
+	dir := ""
+	if a.cfg.CacheDir != "" {
+		dir = filepath.Join(a.cfg.CacheDir, "store")
+	}
+	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := storeopen.Open(openCtx, name, storeopen.Options{DiskDir: dir, Logger: a.log})
+	if err != nil {
+		return nil, withCode(ExitInput, fmt.Errorf("--store %q: %w", redactURL(name), err))
+	}
+	a.log.Info("compaction store", "store", redactURL(name))
+	return st, nil
+}
+
+// redactURL hides a password in a store URL before it is logged.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return raw
 }

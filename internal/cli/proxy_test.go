@@ -29,7 +29,6 @@ func TestProxyCommandUsageErrors(t *testing.T) {
 		{nil, "--upstream is required"},
 		{[]string{"--upstream", "ftp://x"}, "--upstream"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--kind", "gemini"}, "--kind"},
-		{[]string{"--upstream", "http://127.0.0.1:1", "--store", "redis://x"}, "--store"},
 	} {
 		var stderr bytes.Buffer
 		code := cli.Main(append([]string{"proxy"}, tc.args...), cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: &stderr,
@@ -37,6 +36,15 @@ func TestProxyCommandUsageErrors(t *testing.T) {
 		assert.Equal(t, cli.ExitUsage, code, "%v: %s", tc.args, stderr.String())
 		assert.Contains(t, stderr.String(), tc.want)
 	}
+}
+
+func TestProxyCommandRefusesAStoreItCannotOpen(t *testing.T) {
+	var stderr bytes.Buffer
+	code := cli.Main([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "ftp://somewhere/x"},
+		cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: &stderr, Getenv: func(string) string { return "" }})
+	assert.Equal(t, cli.ExitInput, code, stderr.String())
+	assert.Contains(t, stderr.String(), `--store "ftp://somewhere/x"`)
+	assert.Contains(t, stderr.String(), "redis://", "the error lists the forms a store takes")
 }
 
 // TestProxyCommand runs the real command on a loopback port in front of a
