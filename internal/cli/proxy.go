@@ -150,23 +150,8 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	a.note("compact-host %s proxying http://%s to %s (metrics at http://%s%smetrics)", Version, ln.Addr(), up.Redacted(), ln.Addr(), proxy.AdminPrefix)
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
-		return withCode(ExitError, err)
-	case <-ctx.Done():
-	}
-	a.note("shutting down: finishing the requests in flight")
 	// Agents stream long answers; give them a while, not forever.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		hs.Close()
-		return withCode(ExitError, fmt.Errorf("shutdown: %w", err))
-	}
-	a.note("stopped")
-	return nil
+	return serveUntilDone(ctx, a, hs, ln, time.Minute)
 }
 
 // openProxyStore opens the store the flag, the environment or the config

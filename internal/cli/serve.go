@@ -185,6 +185,17 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 	}
 	a.note("compact-host %s serving on http://%s (%d plugins, %d broken; %s)", Version, ln.Addr(), loaded, broken, auth)
 
+	grace := pick(o.requestTimeout, sc.RequestTimeout.Duration)
+	if grace <= 0 || grace > time.Minute {
+		grace = time.Minute
+	}
+	return serveUntilDone(ctx, a, hs, ln, grace)
+}
+
+// serveUntilDone serves on ln until ctx ends (SIGINT or SIGTERM), then
+// lets the requests in flight finish for at most grace: long answers get
+// a while, not forever.
+func serveUntilDone(ctx context.Context, a *app, hs *http.Server, ln net.Listener, grace time.Duration) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -193,10 +204,6 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 	case <-ctx.Done():
 	}
 	a.note("shutting down: finishing the requests in flight")
-	grace := pick(o.requestTimeout, sc.RequestTimeout.Duration)
-	if grace <= 0 || grace > time.Minute {
-		grace = time.Minute
-	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
