@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -33,4 +36,16 @@ func TestExitCodeOfEachKindOfError(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, exitCode(tc.ctx, tc.err), tc.name)
 	}
+}
+
+func TestStoreURLPasswordNeverPrinted(t *testing.T) {
+	assert.Equal(t, "redis://:xxxxx@10.0.0.5:6379/0", redactURL("redis://:s3cret@10.0.0.5:6379/0"))
+	assert.Equal(t, "redis://user:xxxxx@h:6379/0?ttl=1h", redactURL("redis://user:s3cret@h:6379/0?ttl=1h"))
+	assert.Equal(t, "/var/cache/ch", redactURL("/var/cache/ch"))
+	var stderr bytes.Buffer
+	code := Main([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--store", "redis://:s3cret@127.0.0.1:1/0?call_timeout=200ms"},
+		IO{In: strings.NewReader(""), Out: io.Discard, Err: &stderr, Getenv: func(string) string { return "" }})
+	assert.Equal(t, ExitInput, code, stderr.String())
+	assert.Contains(t, stderr.String(), "--store")
+	assert.NotContains(t, stderr.String(), "s3cret")
 }
