@@ -36,6 +36,10 @@ type Config struct {
 	EmergencyThreshold float64
 	// DisableCompaction turns the gate into a pure check.
 	DisableCompaction bool
+	// DisablePrune keeps every tool result as it is: the gate compacts but
+	// never shortens a kept result in place (a proxy must not change the
+	// bytes of the messages it keeps).
+	DisablePrune bool
 
 	// KeepRecentTokens is how much of the newest history is kept verbatim.
 	// Default: a quarter of the budget, at most 40,000.

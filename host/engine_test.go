@@ -92,6 +92,22 @@ func TestPruneShortensOldToolResults(t *testing.T) {
 	assert.Less(t, pe.TokensAfter, pe.TokensBefore, "prune event %+v", pe)
 }
 
+func TestDisablePruneLeavesToolResultsAlone(t *testing.T) {
+	e := newEngine(t, Config{ContextWindow: 100000, MaxOutputTokens: 10000, PruneMinTokens: 500, KeepRecentTokens: 8000, CompactThreshold: 0.95, OverheadReserve: -1, EmergencyThreshold: 0.99, DisablePrune: true},
+		WithStrategy("structured", &recorder{}))
+	s := e.NewSession()
+	coding(t, s, 6, 3000) // over the prune threshold, as in TestPruneShortensOldToolResults
+	require.NoError(t, s.Append(user("and now?")))
+	d, err := e.EnsureFits(ctx, s, Request{ToolSchemaTokens: 10000})
+	require.NoError(t, err)
+	assert.Equal(t, ActionNone, d.Action, "decision %+v", d)
+	for _, m := range s.Context() {
+		for _, b := range m.Content {
+			assert.NotContains(t, b.Text, "omitted to save context", "a result was pruned")
+		}
+	}
+}
+
 func TestCompactionSplicesVerifiesAndUndoes(t *testing.T) {
 	rec := &recorder{}
 	e := newEngine(t, Config{KeepRecentTokens: 3000}, WithStrategy("structured", rec))

@@ -12,6 +12,9 @@ import (
 // protect tokens, in place (head and tail with a notice). The originals
 // stay in the log. It returns how many results it shortened.
 func (e *Engine) prune(s *Session, protect int) int {
+	if e.cfg.DisablePrune {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.contextTokens()

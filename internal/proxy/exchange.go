@@ -253,7 +253,7 @@ func (x *exchange) config() host.Config {
 	}
 	// Pruning rewrites kept tool results in place, which would change the
 	// kept messages' bytes and the provider's cache with them.
-	c.PruneMinTokens = host.MaxContextWindow // no tool result is that large
+	c.DisablePrune = true
 	return c
 }
 
