@@ -5,6 +5,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/formats"
 )
 
 // Recall is how many of the files a folded part touched a context still
@@ -130,11 +131,23 @@ func ContextText(msgs []abi.Message) string {
 
 // LatestRequest is the text of the latest user request in msgs: a user
 // message with text that is not a summary. ok is false when there is none.
-// It is the engine's own notion of a request.
-func LatestRequest(msgs []abi.Message) (text string, ok bool) {
+// It is the engine's own notion of a request; sessions whose actions are
+// text need latestRequest.
+func LatestRequest(msgs []abi.Message) (text string, ok bool) { return latestRequest(msgs, false) }
+
+// latestRequest is LatestRequest for a session read by textActions: in a
+// trajectory whose actions are the assistant's text (SWE-agent, and
+// mini-swe-agent before tool calls), the user message after an assistant
+// message is that action's output, not a request. Counting it as one made
+// a command's output the request, and a summary that quoted the output
+// "kept" it while the task was lost.
+func latestRequest(msgs []abi.Message, textActions bool) (text string, ok bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := &msgs[i]
 		if m.Role != abi.RoleUser || m.Summary {
+			continue
+		}
+		if textActions && precededByAssistant(msgs, i) {
 			continue
 		}
 		var parts []string
@@ -150,6 +163,37 @@ func LatestRequest(msgs []abi.Message) (text string, ok bool) {
 	return "", false
 }
 
+// precededByAssistant reports whether an assistant message comes before
+// msgs[i], user messages between them aside.
+func precededByAssistant(msgs []abi.Message, i int) bool {
+	for j := i - 1; j >= 0; j-- {
+		switch msgs[j].Role {
+		case abi.RoleAssistant:
+			return true
+		case abi.RoleSystem:
+			return false
+		}
+	}
+	return false
+}
+
+// textActions reports whether s is a trajectory whose actions are the
+// assistant's text: a SWE-agent or mini-swe-agent file without a single
+// tool call.
+func textActions(s *formats.Session) bool {
+	if s.Format != formats.SWEAgent && s.Format != formats.MiniSWEAgent {
+		return false
+	}
+	for i := range s.Messages {
+		for _, b := range s.Messages[i].Content {
+			if b.Type == abi.BlockToolUse {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // retentionPrefix is how much of a request, whitespace folded, must occur
 // in the context for the request to count as retained: the opening words
 // that identify it, as the engine's own check uses.
@@ -157,9 +201,10 @@ const retentionPrefix = 200
 
 // Retained reports whether text carries request: the request's first
 // retentionPrefix bytes (cut at a rune boundary), whitespace folded, occur
-// in the whitespace-folded text.
+// in the whitespace-folded text. Quote marks at the start of lines are
+// dropped on both sides, so a request quoted as a Markdown block counts.
 func Retained(request, text string) bool {
-	req := foldSpace(request)
+	req := foldQuoted(request)
 	if len(req) > retentionPrefix {
 		n := retentionPrefix
 		for n > 0 && !runeStart(req[n]) {
@@ -167,7 +212,17 @@ func Retained(request, text string) bool {
 		}
 		req = req[:n]
 	}
-	return strings.Contains(foldSpace(text), req)
+	return req != "" && strings.Contains(foldQuoted(text), req)
+}
+
+// foldQuoted folds whitespace after dropping the "> " quote marks that
+// open lines.
+func foldQuoted(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimLeft(l, "> \t")
+	}
+	return foldSpace(strings.Join(lines, "\n"))
 }
 
 func runeStart(b byte) bool { return b&0xC0 != 0x80 }
