@@ -111,7 +111,7 @@ func missing(files []string) string {
 func notes(rep *Report) []string {
 	out := []string{
 		"The transcripts hold the conversation, not the system prompt or the tool schemas the agent sent with every call, so raw estimates of the messages run low against recorded usage; the accounting table's overhead column is that gap at the first report, and calibration (a factor) or a declared overhead is what absorbs it.",
-		"Replays declare no overhead (Request is empty): they measure the conversation under each window. Recorded usage is fed less that first-report overhead, scaled to the context the replay sent (see the package documentation).",
+		"Replays declare no overhead (Request is empty): they measure the conversation under each window. Recorded usage is fed less that first-report overhead, scaled to the context the replay sent; after an agent's own compaction, what a report counts beyond the messages the file holds is taken for hidden content (see the package documentation).",
 	}
 	var none []string
 	for _, s := range rep.Sessions {
