@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/compact-host/compact-host/abi"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,4 +42,34 @@ func TestProbesCorpus(t *testing.T) {
 	assert.Equal(t, rep.Total.Probes, empty.Total.Probes)
 	assert.Zero(t, empty.Total.Answered, "an empty summary answers nothing")
 	assert.Greater(t, rep.Total.Answered, empty.Total.Answered)
+}
+
+// TestProbesAnsweredByTheFoldedMessages checks the ground truth of the
+// committed probes: the messages before each point, unsummarized, answer
+// every probe of the point. A probe they do not answer asks for something
+// the session had not shown yet, or its matcher has a typo.
+func TestProbesAnsweredByTheFoldedMessages(t *testing.T) {
+	corpus(t)
+	sets, err := LoadProbes(filepath.Join("testdata", "probes"))
+	require.NoError(t, err)
+	for _, set := range sets {
+		path, err := probeSession(set, nil)
+		require.NoError(t, err)
+		sess, _, err := loadSession(path)
+		require.NoError(t, err)
+		require.NoError(t, set.Resolve(sess.Messages))
+		for _, p := range set.Points {
+			var folded []abi.Message
+			for _, m := range sess.Messages[:p.At] {
+				if !m.Pinned {
+					folded = append(folded, m)
+				}
+			}
+			text := ContextText(folded)
+			norm, plain := normalize(text), foldProbe(text)
+			for _, q := range p.Probes {
+				assert.True(t, q.answered(norm, plain), "%s @%d %s/%s: the messages before the point do not answer it", set.Session, p.At, p.ID, q.ID)
+			}
+		}
+	}
 }
