@@ -15,16 +15,24 @@ import (
 	"github.com/compact-host/compact-host/plugins/truncate"
 )
 
-// corpus returns the shared corpus sessions or skips the test.
+// corpus returns the shared corpus sessions. Without them the test is
+// skipped, except in CI (CI=true), where the corpus is part of the
+// checkout and its absence is a failure.
 func corpus(tb testing.TB) []string {
 	tb.Helper()
+	missing := tb.Skipf
+	if os.Getenv("CI") == "true" {
+		missing = tb.Fatalf
+	}
 	dir, err := CorpusDir()
 	if err != nil {
-		tb.Skipf("the shared corpus is not checked out beside the repository (../shared/corpus): %v", err)
+		missing("the shared corpus is not checked out beside the repository (../shared/corpus): %v", err)
+		return nil
 	}
 	files, err := CorpusSessions(dir)
 	if err != nil || len(files) == 0 {
-		tb.Skipf("no sessions in %s: %v", dir, err)
+		missing("no sessions in %s: %v", dir, err)
+		return nil
 	}
 	return files
 }
