@@ -130,9 +130,14 @@ func ContextText(msgs []abi.Message) string {
 }
 
 // LatestRequest is the text of the latest user request in msgs: a user
-// message with text that is not a summary. ok is false when there is none.
-// It is the engine's own notion of a request; sessions whose actions are
-// text need latestRequest.
+// message with text of the user's own that is not a summary; ok is false
+// when there is none. Sessions whose actions are text need latestRequest.
+//
+// Agents' harnesses send text as user messages that nobody asked for:
+// Codex its AGENTS.md and environment context, Claude Code skill bodies
+// and task notifications. Those are not requests, and the timestamps and
+// reminders inside a request are not its words; a summary is judged on
+// what the user wrote.
 func LatestRequest(msgs []abi.Message) (text string, ok bool) { return latestRequest(msgs, false) }
 
 // latestRequest is LatestRequest for a session read by textActions: in a
@@ -150,17 +155,73 @@ func latestRequest(msgs []abi.Message, textActions bool) (text string, ok bool) 
 		if textActions && precededByAssistant(msgs, i) {
 			continue
 		}
-		var parts []string
-		for _, b := range m.Content {
-			if b.Type == abi.BlockText && strings.TrimSpace(b.Text) != "" {
-				parts = append(parts, b.Text)
-			}
-		}
-		if len(parts) > 0 {
-			return strings.TrimSpace(strings.Join(parts, "\n")), true
+		if t, ok := requestText(m); ok {
+			return t, true
 		}
 	}
 	return "", false
+}
+
+// harnessOpenings open the user messages that agents' harnesses write:
+// Codex, Claude Code and Copilot CLI as the corpus shows them.
+var harnessOpenings = []string{
+	"# AGENTS.md instructions", "<environment_context>", "<user_instructions>", "<INSTRUCTIONS>", "<turn_aborted>",
+	"<task-notification>", "<command-message>", "<command-name>", "<local-command-stdout>", "<local-command-stderr>",
+	"<local-command-caveat>", "Caveat: The messages below were generated", "Base directory for this skill:",
+	"[Request interrupted by user",
+}
+
+// harnessTags are elements harnesses put inside a user's request.
+var harnessTags = []string{"current_datetime", "system-reminder", "system_reminder"}
+
+// requestText is the user's own text in m, without the elements harnesses
+// add; ok is false when nothing is left or m is harness text.
+func requestText(m *abi.Message) (string, bool) {
+	var parts []string
+	for _, b := range m.Content {
+		if b.Type != abi.BlockText {
+			continue
+		}
+		t := b.Text
+		for _, tag := range harnessTags {
+			t = dropElement(t, tag)
+		}
+		t = strings.TrimSpace(t)
+		if t == "" || harnessText(t) {
+			continue
+		}
+		parts = append(parts, t)
+	}
+	if len(parts) == 0 {
+		return "", false
+	}
+	return strings.Join(parts, "\n"), true
+}
+
+func harnessText(t string) bool {
+	for _, p := range harnessOpenings {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropElement removes every <tag>…</tag> of s; an element left open runs
+// to the end.
+func dropElement(s, tag string) string {
+	open, closing := "<"+tag+">", "</"+tag+">"
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], closing)
+		if j < 0 {
+			return s[:i]
+		}
+		s = s[:i] + s[i+j+len(closing):]
+	}
 }
 
 // precededByAssistant reports whether an assistant message comes before

@@ -87,3 +87,23 @@ func TestRetainedQuoted(t *testing.T) {
 	assert.False(t, Retained(req, "> Fix the exporter.\n"))
 	assert.False(t, Retained("", "anything"), "an empty request is never kept")
 }
+
+func TestLatestRequestSkipsHarnessText(t *testing.T) {
+	msgs := []abi.Message{
+		{Role: abi.RoleUser, Content: []abi.Block{
+			{Type: abi.BlockText, Text: "# AGENTS.md instructions for /repo\n<INSTRUCTIONS>be careful</INSTRUCTIONS>"},
+			{Type: abi.BlockText, Text: "<environment_context><cwd>/repo</cwd></environment_context>"}}},
+		userText("<current_datetime>2026-06-24T01:33:53+02:00</current_datetime> Fix the exporter.\n<system_reminder>tables: todos</system_reminder>"),
+		{Role: abi.RoleAssistant, Content: []abi.Block{{Type: abi.BlockText, Text: "On it."}}},
+		userText("<turn_aborted> The user interrupted the previous turn on purpose. </turn_aborted>"),
+		userText("<task-notification> <task-id>a0</task-id> <status>completed</status> </task-notification>"),
+		userText("Base directory for this skill: /home/u/.claude/skills/review\n# Review\nSteps..."),
+	}
+	req, ok := LatestRequest(msgs)
+	require.True(t, ok)
+	assert.Equal(t, "Fix the exporter.", req, "the user's words, without the harness's timestamp and reminder")
+
+	_, ok = LatestRequest(msgs[:1])
+	assert.False(t, ok, "AGENTS.md and the environment context are not a request")
+	assert.True(t, Retained(req, "## Active Task\n> Fix the exporter.\n"), "a summary without the timestamp keeps it")
+}
