@@ -156,3 +156,11 @@ func TestCorpusAgentCompactionsReplay(t *testing.T) {
 		}
 	}
 }
+
+func TestNotesNameUncalibratedCompactions(t *testing.T) {
+	rep := &Report{Windows: []int{32_000}, Offline: true, Runs: []RunResult{{Session: "s.jsonl", Window: 32_000, Strategy: "structured", UncalibratedAfter: 2}}}
+	joined := strings.Join(notes(rep), "\n")
+	assert.Contains(t, joined, "s@32000/structured 2")
+	rep.Runs[0].UncalibratedAfter = 0
+	assert.NotContains(t, strings.Join(notes(rep), "\n"), "came out as 0 tokens")
+}

@@ -146,6 +146,15 @@ func notes(rep *Report) []string {
 			out = append(out, fmt.Sprintf("Pinned messages (system prompts the readers mark pinned) are never folded; where they take much of the %s window, each compaction can fold little: %s tokens pinned.", kilo(smallest), strings.Join(heavy, ", ")))
 		}
 	}
+	var floored []string
+	for i := range rep.Runs {
+		if n := rep.Runs[i].UncalibratedAfter; n > 0 {
+			floored = append(floored, fmt.Sprintf("%s@%d/%s %d", short(rep.Runs[i].Session), rep.Runs[i].Window, rep.Runs[i].Strategy, n))
+		}
+	}
+	if len(floored) > 0 {
+		out = append(out, "The engine's calibrated estimate came out as 0 tokens after these compactions though the context held messages (a fit with a negative offset); their tokens after are the chars/4 estimate: "+strings.Join(floored, ", ")+".")
+	}
 	if !rep.Offline {
 		out = append(out, "Engine time excludes the time strategies waited for the model.")
 	} else {
