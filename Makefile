@@ -51,16 +51,22 @@ hostile: ## assemble the hostile test plugins (needs wat2wasm from wabt)
 C_TRUNCATOR := examples/c-truncator
 C_STRATEGY := examples/c-strategy
 C_SDK := sdk/c
+# The AssemblyScript examples build with the compiler their package-lock.json
+# pins (npm ci in examples/assemblyscript) against sdk/assemblyscript.
+AS_EXAMPLES := examples/assemblyscript
 WASI_CC ?= clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -Wall -Wextra -Wl,--strip-all
 
-examples: ## build the example plugins (C, Go process) into examples/
+examples: ## build the example plugins (C, AssemblyScript, Go process) into examples/
 	$(WASI_CC) -I$(C_SDK) -o $(C_TRUNCATOR)/logdedup.wasm $(C_TRUNCATOR)/src/logdedup.c $(C_SDK)/compact_host.c
 	$(WASI_CC) -I$(C_SDK) -o $(C_STRATEGY)/outline.wasm $(C_STRATEGY)/src/outline.c $(C_SDK)/compact_host.c
+	cd $(AS_EXAMPLES) && npx --no-install asc truncator.ts -o headtail.wasm --config asconfig.json
+	cd $(AS_EXAMPLES) && npx --no-install asc strategy.ts -o digest.wasm --config asconfig.json
 	$(GO) build -o examples/process-strategy/bullet ./examples/process-strategy
 
 # Every example plugin of every SDK, as `compact-host plugins verify` takes
 # them: a .wasm file or a process plugin's manifest.
 EXAMPLE_PLUGINS := $(C_TRUNCATOR)/logdedup.wasm $(C_STRATEGY)/outline.wasm \
+	$(AS_EXAMPLES)/headtail.wasm $(AS_EXAMPLES)/digest.wasm \
 	examples/process-strategy/bullet.plugin.json
 
 .PHONY: verify-examples
