@@ -63,11 +63,14 @@ examples: ## build the example plugins (C, AssemblyScript, Go process) into exam
 	cd $(AS_EXAMPLES) && npx --no-install asc strategy.ts -o digest.wasm --config asconfig.json
 	$(GO) build -o examples/process-strategy/bullet ./examples/process-strategy
 
+# The Python examples (examples/python) need no build: they run with
+# /usr/bin/python3 and Debian's python3-grpcio.
 # Every example plugin of every SDK, as `compact-host plugins verify` takes
 # them: a .wasm file or a process plugin's manifest.
 EXAMPLE_PLUGINS := $(C_TRUNCATOR)/logdedup.wasm $(C_STRATEGY)/outline.wasm \
 	$(AS_EXAMPLES)/headtail.wasm $(AS_EXAMPLES)/digest.wasm \
-	examples/process-strategy/bullet.plugin.json
+	examples/process-strategy/bullet.plugin.json \
+	examples/python/loglines.plugin.json examples/python/recap.plugin.json
 
 .PHONY: verify-examples
 verify-examples: build ## run `compact-host plugins verify` on every example plugin (after make examples)
