@@ -1,0 +1,130 @@
+// Package examples_test runs the conformance kit (host/plugintest) over the
+// example plugins of every SDK, as `make verify-examples` does with the
+// CLI, and measures each language's module size and the cost of a call
+// that does no work.
+package examples_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugintest"
+)
+
+// example is one plugin of one SDK: a committed .wasm, or a process
+// plugin's manifest. The wasm modules are built by `make examples`.
+type example struct {
+	lang string
+	path string
+	// size is the file a user installs: the module, or the executable.
+	size string
+	// benchOnly marks the Go SDK's built-ins, measured for comparison:
+	// host/plugin's TestRegistryBuiltinsConform already checks them.
+	benchOnly bool
+}
+
+var examples = []example{
+	{lang: "c", path: "c-truncator/logdedup.wasm"},
+	{lang: "c", path: "c-strategy/outline.wasm"},
+	{lang: "assemblyscript", path: "assemblyscript/headtail.wasm"},
+	{lang: "assemblyscript", path: "assemblyscript/digest.wasm"},
+	{lang: "python", path: "python/loglines.plugin.json", size: "python/loglines.py"},
+	{lang: "python", path: "python/recap.plugin.json", size: "python/recap.py"},
+	// The Go SDK's own: a built-in compiled to wasm, and a process plugin.
+	{lang: "go-wasm", path: "../host/internal/builtin/wasm/truncate.wasm", benchOnly: true},
+	{lang: "go-wasm", path: "../host/internal/builtin/wasm/narrative.wasm", benchOnly: true},
+}
+
+func open(tb testing.TB, path string) *plugin.Plugin {
+	tb.Helper()
+	p, err := plugin.Open(context.Background(), path, plugin.Options{NoDiskCache: true})
+	require.NoError(tb, err, "open %s (make examples builds the example plugins)", path)
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
+// goProcess builds the Go process example (bullet) into a fresh
+// directory with its manifest, as a user installs it.
+func goProcess(tb testing.TB) example {
+	tb.Helper()
+	dir := tb.TempDir()
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(gobin, "build", "-o", filepath.Join(dir, "bullet"), "./process-strategy").CombinedOutput()
+	require.NoError(tb, err, "go build: %s", out)
+	manifest := filepath.Join(dir, "bullet.plugin.json")
+	require.NoError(tb, os.WriteFile(manifest, []byte(`{"command": "./bullet"}`), 0o644))
+	return example{lang: "go-process", path: manifest, size: filepath.Join(dir, "bullet")}
+}
+
+func all(tb testing.TB) []example {
+	if testing.Short() {
+		return examples
+	}
+	return append(examples[:len(examples):len(examples)], goProcess(tb))
+}
+
+func TestEverySDKConforms(t *testing.T) {
+	for _, e := range all(t) {
+		if e.benchOnly {
+			continue
+		}
+		t.Run(e.lang+"/"+filepath.Base(e.path), func(t *testing.T) {
+			plugintest.Run(t, open(t, e.path))
+		})
+	}
+}
+
+// BenchmarkNoopCall measures one call that does no work, through the
+// host's loader as the engine makes it: a truncation of a short output
+// that fits (returned unchanged), or an offline summary of one message.
+// module-bytes is the size of what a user installs.
+//
+//	go test -run '^$' -bench NoopCall ./examples/
+func BenchmarkNoopCall(b *testing.B) {
+	ctx := context.Background()
+	short := &abi.TruncateRequest{Content: []byte("short output\n"), MaxTokens: 100}
+	one := &abi.SummarizeRequest{Kind: abi.FoldHistory, TargetTokens: 100, Messages: []abi.Message{
+		{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: "Add a --dry-run flag."}}},
+	}}
+	for _, e := range all(b) {
+		p := open(b, e.path)
+		sizePath := e.path
+		if e.size != "" {
+			sizePath = e.size
+		}
+		st, err := os.Stat(sizePath)
+		require.NoError(b, err)
+		info := p.Info()
+		b.Run(e.lang+"/"+info.Name, func(b *testing.B) {
+			call := func() error {
+				_, err := p.Summarize(ctx, nil, one)
+				return err
+			}
+			if info.Has(abi.KindTruncator) {
+				req := *short
+				req.Category = info.Categories[0]
+				call = func() error {
+					_, err := p.Truncate(ctx, nil, &req)
+					return err
+				}
+			}
+			require.NoError(b, call())
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(st.Size()), "module-bytes")
+		})
+	}
+}
