@@ -6,12 +6,15 @@ package examples_test
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
@@ -125,6 +128,70 @@ func BenchmarkNoopCall(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(st.Size()), "module-bytes")
+		})
+	}
+}
+
+// frame lays out a frame by hand, so that a test can write the ones the
+// abi package refuses to.
+func frame(header string, blobs ...string) []byte {
+	out := binary.LittleEndian.AppendUint32([]byte("CHF\x01"), uint32(len(header)))
+	out = append(out, header...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(blobs)))
+	for _, b := range blobs {
+		out = binary.LittleEndian.AppendUint32(out, uint32(len(b)))
+		out = append(out, b...)
+	}
+	return out
+}
+
+// malformed are frames whose layout is right but whose documents are not,
+// or whose layout is wrong in ways the conformance kit does not try.
+func malformed(category string) map[string][]byte {
+	deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)
+	cutShort := frame(`{"body":{}}`, "x")
+	return map[string][]byte{
+		"blob reference past the blobs": frame(`{"body":{"category":"`+category+`","content":3,"max_tokens":10,`+
+			`"messages":[{"role":"user","content":[{"type":"text","text":3}]}],"previous_summary":3}}`, "x"),
+		"blob reference not a number":   frame(`{"body":{"category":"`+category+`","content":"zero","max_tokens":10,"previous_summary":"zero"}}`, "x"),
+		"header not JSON":               frame(`{"body":{"category":`),
+		"header neither body nor error": frame(`{"other":{}}`),
+		"body and error":                frame(`{"body":{},"error":{"code":"internal","message":"x"}}`),
+		"an error frame as request":     frame(`{"error":{"code":"internal","message":"x"}}`),
+		"nesting 5000 deep":             frame(`{"body":` + deep + `}`),
+		"trailing bytes":                append(frame(`{"body":{}}`), 0),
+		"blob past the end":             cutShort[:len(cutShort)-1],
+	}
+}
+
+// TestEverySDKRefusesMalformedRequests checks that each SDK answers
+// invalid_request to a malformed request (never a trap or a crash) and
+// keeps working after.
+func TestEverySDKRefusesMalformedRequests(t *testing.T) {
+	for _, e := range examples {
+		if e.benchOnly {
+			continue
+		}
+		t.Run(e.lang+"/"+filepath.Base(e.path), func(t *testing.T) {
+			p := open(t, e.path)
+			info := p.Info()
+			export, category := abi.ExportSummarize, ""
+			if info.Has(abi.KindTruncator) {
+				export, category = abi.ExportTruncate, info.Categories[0]
+			}
+			for name, f := range malformed(category) {
+				out, err := p.CallFrame(context.Background(), nil, export, f)
+				require.NoError(t, err, name)
+				var abiErr *abi.Error
+				if assert.ErrorAs(t, abi.Decode(out, &abi.TruncateResponse{}), &abiErr, "%s: answer %q", name, out) {
+					assert.Equal(t, abi.CodeInvalidRequest, abiErr.Code, "%s: %s", name, abiErr.Message)
+				}
+			}
+			_, err := p.Truncate(context.Background(), nil, &abi.TruncateRequest{Category: category, Content: []byte("ok\n"), MaxTokens: 10})
+			if info.Has(abi.KindStrategy) {
+				_, err = p.Summarize(context.Background(), nil, &abi.SummarizeRequest{Kind: abi.FoldHistory})
+			}
+			assert.NoError(t, err, "a call after the malformed ones")
 		})
 	}
 }

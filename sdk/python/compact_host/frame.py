@@ -90,7 +90,7 @@ def decode_frame(b: bytes) -> Frame:
         raise PluginError(INVALID_REQUEST, f"{n - pos} trailing bytes after the last blob")
     try:
         doc = json.loads(header)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise PluginError(INVALID_REQUEST, f"the header is not JSON: {e}") from None
     if not isinstance(doc, dict) or (("body" in doc) == ("error" in doc)):
         raise PluginError(INVALID_REQUEST, "the header needs exactly one of body and error")
