@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -192,6 +193,32 @@ func TestEverySDKRefusesMalformedRequests(t *testing.T) {
 				_, err = p.Summarize(context.Background(), nil, &abi.SummarizeRequest{Kind: abi.FoldHistory})
 			}
 			assert.NoError(t, err, "a call after the malformed ones")
+		})
+	}
+}
+
+// TestEveryTruncatorFitsTinyCaps gives each truncator caps smaller than
+// any notice it could write: the output must still fit (the conformance
+// kit tries 200 and 2,000 tokens).
+func TestEveryTruncatorFitsTinyCaps(t *testing.T) {
+	content := []byte(strings.Repeat("error: a line of a failing build ✗\n", 200))
+	for _, e := range examples {
+		if e.benchOnly {
+			continue
+		}
+		t.Run(e.lang+"/"+filepath.Base(e.path), func(t *testing.T) {
+			p := open(t, e.path)
+			info := p.Info()
+			if !info.Has(abi.KindTruncator) {
+				t.Skip("not a truncator")
+			}
+			for _, maxTokens := range []int{1, 3, 10, 30} {
+				resp, err := p.Truncate(context.Background(), nil, &abi.TruncateRequest{Category: info.Categories[0], Content: content, MaxTokens: maxTokens})
+				require.NoError(t, err, "max_tokens %d", maxTokens)
+				assert.LessOrEqual(t, len(resp.Content), 4*maxTokens, "max_tokens %d: %q", maxTokens, resp.Content)
+				assert.True(t, utf8.Valid(resp.Content), "max_tokens %d", maxTokens)
+				assert.True(t, resp.Truncated, "max_tokens %d", maxTokens)
+			}
 		})
 	}
 }

@@ -50,8 +50,14 @@ class HeadTail extends Truncator {
     result.set(c.subarray(0, headEnd), 0);
     result.set(Uint8Array.wrap(notice), headEnd);
     result.set(c.subarray(tailStart), headEnd + notice.byteLength);
-    out.content = result;
     out.truncated = true;
+    if (<i64>result.length > budget) {
+      // A cap smaller than the notice: nothing fits, not even the notice.
+      out.omittedBytes = c.length;
+      out.omittedLines = starts.length;
+      return out;
+    }
+    out.content = result;
     out.omittedBytes = omittedBytes;
     out.omittedLines = omittedLines;
     return out;

@@ -27,7 +27,7 @@ def truncate(req, host):
     if len(req.content) <= budget:
         return TruncateResponse(req.content)
     lines = req.content.splitlines(keepends=True)
-    room = budget - 120  # the notice
+    room = max(budget - 120, 0)  # the notice
     # Rank: important lines first, then alternately from the head and the tail.
     order = [i for i, l in enumerate(lines) if IMPORTANT.search(l)]
     head, tail = 0, len(lines) - 1
@@ -58,6 +58,8 @@ def truncate(req, host):
     notice = b"[loglines kept %d of %d lines; re-run with grep or tail -n to see the rest]\n" % (len(keep), len(lines))
     if len(body) + len(notice) > budget:  # the per-gap notes did not fit: drop them
         body = kept
+    if len(body) + len(notice) > budget:  # a cap smaller than the notice: nothing fits
+        return TruncateResponse(b"", truncated=True, omitted_bytes=len(req.content), omitted_lines=len(lines))
     return TruncateResponse(body + notice, truncated=True, omitted_bytes=len(req.content) - len(kept), omitted_lines=omitted)
 
 
