@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
@@ -221,4 +222,53 @@ func TestEveryTruncatorFitsTinyCaps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEveryStrategyKeepsToItsTarget: the example strategies count their
+// offline summary with the host's tokenizer (the count_tokens host call
+// of each SDK) and cut it to the target.
+func TestEveryStrategyKeepsToItsTarget(t *testing.T) {
+	req := &abi.SummarizeRequest{
+		Kind: abi.FoldHistory,
+		Messages: []abi.Message{
+			{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: strings.Repeat("Rename the config keys. ", 20)}}},
+		},
+		FileOps:      abi.FileOps{Modified: []string{"config.go", "config_test.go", "README.md"}},
+		TargetTokens: 12,
+	}
+	counted := &countingServices{}
+	for _, e := range examples {
+		if e.benchOnly {
+			continue
+		}
+		t.Run(e.lang+"/"+filepath.Base(e.path), func(t *testing.T) {
+			p := open(t, e.path)
+			if !p.Info().Has(abi.KindStrategy) {
+				t.Skip("not a strategy")
+			}
+			before := counted.calls.Load()
+			resp, err := p.Summarize(context.Background(), counted, req)
+			require.NoError(t, err)
+			assert.True(t, resp.Offline)
+			assert.Equal(t, "- (offline: no model was available)\n", resp.Summary, "cut at the last line that fits 12 tokens")
+			assert.Greater(t, counted.calls.Load(), before, "the strategy did not ask the host to count")
+
+			req := *req
+			req.TargetTokens = 1000
+			resp, err = p.Summarize(context.Background(), counted, &req)
+			require.NoError(t, err)
+			assert.Contains(t, resp.Summary, "- Modified `README.md`\n", "a summary within the target is whole")
+		})
+	}
+}
+
+// countingServices is a host without a model that counts its token counts.
+type countingServices struct {
+	plugin.OfflineServices
+	calls atomic.Int64
+}
+
+func (c *countingServices) CountTokens(ctx context.Context, text string) (int, error) {
+	c.calls.Add(1)
+	return c.OfflineServices.CountTokens(ctx, text)
 }

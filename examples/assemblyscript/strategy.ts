@@ -31,7 +31,7 @@ function transcript(req: SummarizeRequest): string {
   return t + "</transcript>\n";
 }
 
-function offline(req: SummarizeRequest): SummarizeResponse {
+function offline(req: SummarizeRequest, host: Host): SummarizeResponse {
   let latest = "";
   const tools: string[] = [];
   const counts: i32[] = [];
@@ -58,12 +58,24 @@ function offline(req: SummarizeRequest): SummarizeResponse {
   }
   for (let i = 0; i < req.filesModified.length; i++) s += "- Modified `" + req.filesModified[i] + "`\n";
   if (req.focus.length) s += "- Focus: " + oneLine(req.focus) + "\n";
-  return new SummarizeResponse(s, true);
+  return new SummarizeResponse(fit(s, req.targetTokens, host), true);
+}
+
+// fit cuts s at a line boundary to about target tokens, counted with the
+// host's tokenizer, so the offline digest keeps to the size asked for.
+function fit(s: string, target: i64, host: Host): string {
+  if (target <= 0 || s.length == 0) return s;
+  const n = host.countTokens(s);
+  if (n <= target) return s; // within the target, or the count failed (-1)
+  const b = Uint8Array.wrap(String.UTF8.encode(s));
+  let keep = <i32>((<i64>b.length * target) / n);
+  while (keep > 0 && b[keep - 1] != 0x0a) keep--;
+  return String.UTF8.decodeUnsafe(b.dataStart, <usize>keep);
 }
 
 class Digest extends Strategy {
   summarize(req: SummarizeRequest, host: Host): SummarizeResponse | null {
-    if (!req.modelAvailable) return offline(req);
+    if (!req.modelAvailable) return offline(req, host);
     const c = new CompleteRequest();
     c.system =
       "Summarize the conversation between <transcript> and </transcript> as a digest of at most 12 bullets. " +
@@ -74,11 +86,11 @@ class Digest extends Strategy {
     const resp = host.complete(c);
     if (resp == null) {
       const e = host.error!;
-      if (e.code == NO_MODEL) return offline(req);
+      if (e.code == NO_MODEL) return offline(req, host);
       host.log(4, "digest: the model failed: " + e.message);
-      return offline(req);
+      return offline(req, host);
     }
-    if (resp.text.trim().length == 0) return offline(req);
+    if (resp.text.trim().length == 0) return offline(req, host);
     return new SummarizeResponse(resp.text, false);
   }
 }

@@ -57,7 +57,7 @@ def transcript(req):
     return "".join(parts)
 
 
-def offline(req):
+def offline(req, host):
     latest, tools = "", collections.Counter()
     for m in req.messages:
         for b in m.content:
@@ -75,12 +75,25 @@ def offline(req):
     lines += [f"- Modified `{p}`" for p in req.file_ops.modified]
     if req.focus:
         lines.append("- Focus: " + req.focus)
-    return SummarizeResponse("\n".join(lines) + "\n", offline=True)
+    return SummarizeResponse(fit("\n".join(lines) + "\n", req.target_tokens, host), offline=True)
+
+
+def fit(text, target, host):
+    """Cuts text at a line boundary to about target tokens, counted with the
+    host's tokenizer, so the offline recap keeps to the size asked for."""
+    if target <= 0 or not text:
+        return text
+    n = host.count_tokens(text)
+    if n <= target:
+        return text
+    b = text.encode()
+    keep = b.rfind(b"\n", 0, len(b) * target // n) + 1
+    return b[:keep].decode()
 
 
 def summarize(req, host):
     if not req.model_available:
-        return offline(req)
+        return offline(req, host)
     ask = CompleteRequest(
         system=SYSTEM,
         messages=[Message(role="user", content=[Block(type="text", text=transcript(req))])],
@@ -91,9 +104,9 @@ def summarize(req, host):
     except PluginError as e:
         if e.code != NO_MODEL:
             host.log(WARN, f"recap: the model failed ({e}); answering offline")
-        return offline(req)
+        return offline(req, host)
     if not resp.text.strip():
-        return offline(req)
+        return offline(req, host)
     return SummarizeResponse(resp.text)
 
 

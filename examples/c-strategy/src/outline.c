@@ -83,6 +83,23 @@ static int transcript(const ch_summarize_request *req, ch_buf *t, ch_error *err)
 	return 0;
 }
 
+/* fit cuts s at a line boundary to about target tokens, counted with the
+ * host's tokenizer, so the offline outline keeps to the size asked for. */
+static int fit(ch_buf *s, int64_t target, ch_error *err) {
+	if (target <= 0 || s->len == 0)
+		return 0;
+	int64_t n = ch_count_tokens(s->data, s->len, err);
+	if (n < 0)
+		return -1;
+	if (n <= target)
+		return 0;
+	size_t keep = (size_t)((int64_t)s->len * target / n);
+	while (keep > 0 && s->data[keep - 1] != '\n')
+		keep--;
+	s->len = keep;
+	return 0;
+}
+
 static int offline(const ch_summarize_request *req, ch_summarize_response *resp, ch_error *err) {
 	ch_json mi = req->messages, bi, fi, f;
 	ch_message m;
@@ -140,7 +157,7 @@ static int offline(const ch_summarize_request *req, ch_summarize_response *resp,
 		ch_buf_puts(s, "\n");
 	}
 	resp->offline = 1;
-	return 0;
+	return fit(s, req->target_tokens, err);
 }
 
 static int outline(const ch_summarize_request *req, ch_summarize_response *resp, ch_error *err) {
