@@ -372,9 +372,16 @@ int ch_frame_blob(const ch_frame *f, ch_json v, ch_bytes *out) {
 	int64_t ref = ch_json_int(v, -1);
 	if (ref < 0 || ref >= f->nblobs)
 		return -1;
+	/* The cache is not part of the frame's value, so a const frame may
+	 * update it. */
+	ch_frame *m = (ch_frame *)f;
+	uint32_t i = 0;
 	const uint8_t *p = f->blobs;
-	for (int64_t i = 0; i < ref; i++)
+	if (m->seen_at && m->seen_index <= ref)
+		i = m->seen_index, p = m->seen_at;
+	for (; i < ref; i++)
 		p += 4 + get_u32(p);
+	m->seen_index = i, m->seen_at = p;
 	out->data = p + 4, out->len = get_u32(p);
 	return 0;
 }

@@ -102,6 +102,10 @@ typedef struct {
 	const uint8_t *blobs; /* the blob section, after nblobs */
 	uint32_t nblobs;
 	uint32_t blobs_len;
+	/* where the last blob lookup ended: blobs are mostly read in order, so
+	 * the next lookup walks on from there instead of from blob 0 */
+	uint32_t seen_index;
+	const uint8_t *seen_at;
 } ch_frame;
 
 /* ch_frame_parse checks the layout of a frame (magic, lengths, nothing
