@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"net/http/httptest"
@@ -235,4 +236,97 @@ func TestSessionHostileInput(t *testing.T) {
 	call(t, ts, http.MethodDelete, "/v1/sessions/s1", nil).wantStatus(t, http.StatusOK)
 	call(t, ts, http.MethodGet, "/v1/sessions/s1", nil).wantError(t, http.StatusNotFound, CodeSessionNotFound)
 	call(t, ts, http.MethodDelete, "/v1/sessions/s1", nil).wantError(t, http.StatusNotFound, CodeSessionNotFound)
+}
+
+// roundTrips counts what reaches Redis: one command or one pipeline is
+// one round trip.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// An append that does not compact costs four round trips: the lock, the
+// read, the append, the release. Only the new messages travel back.
+func TestSessionAppendRoundTrips(t *testing.T) {
+	r := storetest.StartRedis(t)
+	hook := &roundTrips{}
+	st, err := redisstore.Open(context.Background(), r.URL(), redisstore.Options{Hook: hook})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	ts := startWithStore(t, st)
+	conv := codingSession(17, 6, 100)
+	putSession(t, ts, "rt", conv[:2])
+	// The first calls load the scripts and fill the pool.
+	appendTo(t, ts, "rt", formats.Canonical, conv[2:4])
+	appendTo(t, ts, "rt", formats.Canonical, conv[4:6])
+	before := hook.n.Load()
+	const n = 6
+	for i := range n {
+		up := appendTo(t, ts, "rt", formats.Canonical, conv[6+2*i:8+2*i])
+		require.Equal(t, "none", up.Action)
+	}
+	assert.Equal(t, int64(4*n), hook.n.Load()-before, "round trips for %d appends", n)
+}
+
+// BenchmarkSessionAppendHTTP measures an append through the API (one
+// message, no compaction) and the store round trips it costs.
+func BenchmarkSessionAppendHTTP(b *testing.B) {
+	for _, kind := range []string{"memory", "disk", "redis"} {
+		b.Run(kind, func(b *testing.B) {
+			hook := &roundTrips{}
+			var st store.Store
+			switch kind {
+			case "memory":
+				st = store.NewMemory()
+			case "disk":
+				d, err := store.OpenDisk(b.TempDir(), store.DiskOptions{})
+				require.NoError(b, err)
+				st = d
+			case "redis":
+				r := storetest.StartRedis(b)
+				rs, err := redisstore.Open(context.Background(), r.URL(), redisstore.Options{Hook: hook})
+				require.NoError(b, err)
+				st = rs
+			}
+			b.Cleanup(func() { st.Close() })
+			// A window the benchmark does not fill: appends never compact.
+			ts := startWithStore(b, st)
+			resp := call(b, ts, http.MethodPut, "/v1/sessions/bench", map[string]any{
+				"session": encode(b, "canonical", []abi.Message{text(abi.RoleUser, "start")}), "options": map[string]any{"context_window": 10_000_000}})
+			require.Equal(b, http.StatusCreated, resp.Status, "%s", resp.Body)
+			user, _ := json.Marshal(map[string]any{"messages": []abi.Message{text(abi.RoleAssistant, strings.Repeat("a reply ", 30))}})
+			tool, _ := json.Marshal(map[string]any{"messages": []abi.Message{text(abi.RoleUser, strings.Repeat("a request ", 30))}})
+			// Untimed appends warm what the first request of a process
+			// pays (the pool's connections, the scripts).
+			for range 10 {
+				r, err := do(ts, http.MethodPost, "/v1/sessions/bench/messages", user)
+				require.NoError(b, err)
+				require.Equal(b, http.StatusOK, r.Status, "%s", r.Body)
+				r, err = do(ts, http.MethodPost, "/v1/sessions/bench/messages", tool)
+				require.NoError(b, err)
+				require.Equal(b, http.StatusOK, r.Status, "%s", r.Body)
+			}
+			before := hook.n.Load()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				body := user
+				if i%2 == 1 {
+					body = tool
+				}
+				r, err := do(ts, http.MethodPost, "/v1/sessions/bench/messages", body)
+				if err != nil || r.Status != http.StatusOK {
+					b.Fatalf("append %d: %v %d %s", i, err, r.Status, r.Body)
+				}
+			}
+			b.StopTimer()
+			if kind == "redis" {
+				b.ReportMetric(float64(hook.n.Load()-before)/float64(b.N), "roundtrips/op")
+			}
+		})
+	}
 }
