@@ -306,7 +306,7 @@ func BenchmarkRedisSessionAppend(b *testing.B) {
 	benchRedisSessions(b, func(b *testing.B, s store.Store) { storetest.LoopSessionAppend(b, s.(store.Sessions)) })
 }
 func BenchmarkRedisSessionUpdate(b *testing.B) { benchRedisSessions(b, storetest.LoopSessionUpdate) }
-func BenchmarkRedisPut(b *testing.B)       { benchRedis(b, storetest.LoopPut, "exec") }
+func BenchmarkRedisPut(b *testing.B)           { benchRedis(b, storetest.LoopPut, "exec") }
 
 // A session read is one round trip (MULTI/EXEC of HGETALL and GET), an
 // append or a put one script.
@@ -329,7 +329,10 @@ func TestSessionCallsAreOneRoundTrip(t *testing.T) {
 	}{
 		{"get", func() error { _, err := s.GetSession(ctx, "s1"); return err }},
 		{"append", func() error { _, err := s.AppendSession(ctx, "s1", []byte("x\n"), store.AnyRevision); return err }},
-		{"put", func() error { _, err := s.PutSession(ctx, storetest.SampleSession("s1"), store.AnyRevision); return err }},
+		{"put", func() error {
+			_, err := s.PutSession(ctx, storetest.SampleSession("s1"), store.AnyRevision)
+			return err
+		}},
 	} {
 		before := hook.roundTrips.Load()
 		require.NoError(t, tc.call(), tc.name)
