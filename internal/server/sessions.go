@@ -368,8 +368,12 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 		return badRequest("if_revision %d: want the revision the session is at (1 or more)", *req.IfRevision)
 	}
 	raw := bytes.TrimSpace(req.Messages)
-	if len(raw) == 0 || raw[0] != '[' {
+	var elems []json.RawMessage
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &elems) != nil {
 		return badRequest("messages is required: a JSON array of messages")
+	}
+	if len(elems) == 0 {
+		return badRequest("messages: the array holds no messages")
 	}
 	ctx := r.Context()
 	l, aerr := s.lockSession(ctx, id)
