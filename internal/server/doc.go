@@ -2,9 +2,11 @@
 // for agents written in any language. It is stateless per request: the
 // caller sends the session, and an engine is built for the request from
 // the server's configuration and the request's options, so servers scale
-// out behind any load balancer. The plugin registry is shared for the
-// server's life and watched, so a plugin dropped into its directory is
-// usable without a restart.
+// out behind any load balancer. Sessions by ID (/v1/sessions/{id}) are
+// the exception: Options.Store keeps them, so a client sends only its
+// new messages, and servers that share a store serve the same sessions.
+// The plugin registry is shared for the server's life and watched, so a
+// plugin dropped into its directory is usable without a restart.
 //
 // Requests that work (compact, check, truncate) share a pool of workers
 // (Options.MaxConcurrent); the others wait for one within the request

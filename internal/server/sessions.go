@@ -43,6 +43,11 @@ const (
 	sessionPrefix = "session:"
 	// maxWriteAttempts bounds the rereads after a lost revision race.
 	maxWriteAttempts = 5
+	// sessionLease bounds how long a crashed server keeps a session
+	// locked. A compaction that outlasts it stays correct (its write
+	// fails at the revision it read, and it redoes the append); it may
+	// only be paid twice.
+	sessionLease = time.Minute
 )
 
 // Session route patterns, as the reference names them.
@@ -131,17 +136,9 @@ func storeError(ctx context.Context, id string, err error) *apiError {
 // lockSession takes the session's lock, waiting for another writer's
 // within the request's deadline.
 func (s *Server) lockSession(ctx context.Context, id string) (store.Lock, *apiError) {
-	lease := s.opts.RequestTimeout
-	if lease <= 0 {
-		lease = DefaultRequestTimeout
-	}
-	// The lease outlives the request that holds it by a margin: a
-	// holder that crashed frees it within lease, one that lives
-	// releases it.
-	lease += 10 * time.Second
 	wait := 2 * time.Millisecond
 	for {
-		l, err := s.store.Lock(ctx, sessionPrefix+id, lease)
+		l, err := s.store.Lock(ctx, sessionPrefix+id, sessionLease)
 		if err == nil {
 			return l, nil
 		}
