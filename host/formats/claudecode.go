@@ -41,10 +41,22 @@ type ccMessage struct {
 // after it. Sidechain (subagent) lines are not part of the main conversation
 // and are skipped. The compact_boundary record and the isCompactSummary user
 // message after it become an AgentCompaction.
+//
+// A compaction written by AppendCompaction repeats the kept messages after
+// its summary, as copies whose uuids derive from the summary's uuid and the
+// original's (copyUUID): they are not read twice; the compaction's
+// FirstKept points at the originals instead.
 func readClaudeCode(r *bufio.Reader, s *Session) error {
+	return readClaudeCodeTracked(r, s, nil)
+}
+
+func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 	var msgs []abi.Message
 	lastAPIID, lastAssistant := "", -1
-	pendingSummary := -1 // compaction waiting for its summary message
+	pendingSummary := -1         // compaction waiting for its summary message
+	lineMsg := map[string]int{}  // uuid of a message line -> index into msgs
+	var copies map[string]string // uuid of a kept copy -> uuid of its original
+	copiesOf := -1               // the compaction the copies belong to
 	err := readJSONL(r, ClaudeCode, func(line []byte, n int) error {
 		var rec ccRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
@@ -75,6 +87,12 @@ func readClaudeCode(r *bufio.Reader, s *Session) error {
 			s.Skipped["sidechain"]++
 			return nil
 		}
+		if orig, ok := copies[rec.UUID]; ok && rec.UUID != "" {
+			c := &s.AgentCompactions[copiesOf]
+			c.FirstKept = min(c.FirstKept, lineMsg[orig])
+			s.Skipped["copy of a kept message"]++
+			return nil
+		}
 		if rec.Message == nil {
 			return fmt.Errorf("%s record without a message object", rec.Type)
 		}
@@ -88,6 +106,10 @@ func readClaudeCode(r *bufio.Reader, s *Session) error {
 				pendingSummary = len(s.AgentCompactions) - 1
 			}
 			s.AgentCompactions[pendingSummary].Summary = textOf(blocks, abi.BlockText)
+			copiesOf, copies = pendingSummary, make(map[string]string, len(lineMsg))
+			for u := range lineMsg {
+				copies[copyUUID(rec.UUID, u)] = u
+			}
 			pendingSummary = -1
 			return nil
 		}
@@ -102,6 +124,8 @@ func readClaudeCode(r *bufio.Reader, s *Session) error {
 			if usage != nil {
 				m.Usage = usage // every line repeats the usage; the last is the final one
 			}
+			lineMsg[rec.UUID] = lastAssistant
+			tr.item(n)
 			return nil
 		}
 		id := rec.UUID
@@ -109,6 +133,9 @@ func readClaudeCode(r *bufio.Reader, s *Session) error {
 			id = ClaudeCode + "-" + strconv.Itoa(n)
 		}
 		msgs = append(msgs, abi.Message{ID: id, Role: rec.Type, Content: blocks, Usage: usage})
+		lineMsg[rec.UUID] = len(msgs) - 1
+		tr.open(id, n)
+		tr.item(n)
 		if rec.Type == "assistant" {
 			lastAPIID, lastAssistant = rec.Message.ID, len(msgs)-1
 		}
