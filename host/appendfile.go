@@ -119,7 +119,7 @@ func lockFile(f *os.File, path string, timeout time.Duration) error {
 	}
 	err := jsonl.LockFile(f, path, timeout)
 	if errors.Is(err, jsonl.ErrLockTimeout) {
-		return fmt.Errorf("%w; close the agent that holds it, or retry", err)
+		return fmt.Errorf("%s: %w after %s: another program (a running agent?) holds the file's lock; close the agent, or retry when it is idle", path, ErrLogBusy, timeout)
 	}
 	return err
 }

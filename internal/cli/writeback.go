@@ -90,7 +90,7 @@ func writeBackFormat(o *compactOptions, in *input) string {
 func writeBack(a *app, in *input, src *source, o *compactOptions, rep *compactReport) error {
 	s := in.Session
 	rep.OutputFormat = in.Format
-	block, err := writeBackBlock(s, src.data, rep)
+	block, err := writeBackBlock(s, src.data, rep, in.path)
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func writeBack(a *app, in *input, src *source, o *compactOptions, rep *compactRe
 // writeBackBlock is the agent's records of the latest compaction: its
 // summary message as the context shows it, the first message kept, the
 // pinned messages before it. Nil when the session was not compacted.
-func writeBackBlock(s *host.Session, data []byte, rep *compactReport) ([]byte, error) {
+func writeBackBlock(s *host.Session, data []byte, rep *compactReport, path string) ([]byte, error) {
 	cs := s.Compactions()
 	if len(cs) == 0 {
 		return nil, nil
@@ -171,10 +171,13 @@ func writeBackBlock(s *host.Session, data []byte, rep *compactReport) ([]byte, e
 		}
 	}
 	block, err := formats.AppendCompaction(data, wb)
-	if errors.Is(err, formats.ErrTornLine) {
-		return nil, fmt.Errorf("%w: %w", host.ErrLogChanged, err)
+	switch {
+	case errors.Is(err, formats.ErrTornLine):
+		return nil, fmt.Errorf("%s: %w: its last line is not complete yet, so an agent is probably writing it; close the agent, or retry when it is idle", displayPath(path), host.ErrLogChanged)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", displayPath(path), err)
 	}
-	return block, err
+	return block, nil
 }
 
 // undoRecord is what undo needs to take an appended compaction away. The
