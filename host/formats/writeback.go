@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/compact-host/compact-host/abi"
@@ -36,6 +38,10 @@ type WriteBack struct {
 	// Time is when the compaction was made; the zero value means now.
 	// Records are never dated before the last line of the file.
 	Time time.Time
+	// Shortened are the kept tool results the engine shortened after the
+	// compaction, by tool_use ID: the copies carry the shortened text, so
+	// the agent sees what the engine counted.
+	Shortened map[string]string
 }
 
 // ErrNotWritable: AppendCompaction was given a file it cannot record a
@@ -118,6 +124,11 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 	if wb.Trigger == "" {
 		wb.Trigger = "manual"
 	}
+	short := make(map[string]string, len(wb.Shortened))
+	for id, text := range wb.Shortened {
+		short[id] = text
+	}
+	wb.Shortened = short
 	var block []byte
 	if format == ClaudeCode {
 		block, err = claudeCodeBlock(lines, kept, wb)
@@ -127,7 +138,69 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(short) > 0 {
+		ids := make([]string, 0, len(short))
+		for id := range short {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		return nil, fmt.Errorf("%w: shortened tool results %s are in no kept line", ErrNotWritable, strings.Join(ids, ", "))
+	}
 	return append(lead, block...), nil
+}
+
+// shortenResults returns the object spanning v in b with the value of
+// member field of each element of its array member list (an item with
+// call ID member idKey) replaced by the shortened text short holds for
+// it; every other byte is kept. The IDs done are deleted from short.
+func shortenResults(b []byte, v span, list, idKey, field string, short map[string]string) ([]byte, error) {
+	ms, err := objectMembers(b, v)
+	if err != nil {
+		return nil, err
+	}
+	m := find(ms, list)
+	if m == nil || b[m.val.start] != '[' {
+		return b[v.start:v.end], nil
+	}
+	elems, err := arrayElems(b, m.val)
+	if err != nil {
+		return nil, err
+	}
+	var ps []patch
+	for _, e := range elems {
+		if obj, ok, err := shortenOne(b, e, idKey, field, short); err != nil {
+			return nil, err
+		} else if ok {
+			ps = append(ps, patch{span{e.start - v.start, e.end - v.start}, obj})
+		}
+	}
+	return applyPatches(b[v.start:v.end], ps), nil
+}
+
+// shortenOne sets member field of the object spanning e in b to the text
+// short holds for its member idKey, if any.
+func shortenOne(b []byte, e span, idKey, field string, short map[string]string) ([]byte, bool, error) {
+	if b[e.start] != '{' {
+		return nil, false, nil
+	}
+	var ref map[string]json.RawMessage
+	if json.Unmarshal(b[e.start:e.end], &ref) != nil {
+		return nil, false, nil
+	}
+	var id string
+	if json.Unmarshal(ref[idKey], &id) != nil {
+		return nil, false, nil
+	}
+	text, ok := short[id]
+	if !ok {
+		return nil, false, nil
+	}
+	obj, err := setMembers(b, e, nil, map[string][]byte{field: quoted(text)})
+	if err != nil {
+		return nil, false, err
+	}
+	delete(short, id)
+	return obj, true, nil
 }
 
 // sourceLines records where messages come from: the 1-based line that
@@ -361,11 +434,9 @@ func claudeCodeBlock(lines [][]byte, kept []int, wb WriteBack) ([]byte, error) {
 		if c, ok := copied[rec.SourceToolAssistantUUID]; ok {
 			set["sourceToolAssistantUUID"] = quoted(c)
 		}
-		if rec.Message.ID != "" {
-			msg, err := setMember(l, "message", "id", quoted(rec.Message.ID+idSuffix))
-			if err != nil {
-				return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
-			}
+		if msg, err := copiedMessage(l, rec.Message.ID, idSuffix, wb.Shortened); err != nil {
+			return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
+		} else if msg != nil {
 			set["message"] = msg
 		}
 		line, err := setMembers(l, span{0, len(l)}, nil, set)
@@ -379,18 +450,32 @@ func claudeCodeBlock(lines [][]byte, kept []int, wb WriteBack) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// setMember returns the object member outer of line with its member key
-// set to val, every other byte kept.
-func setMember(line []byte, outer, key string, val []byte) ([]byte, error) {
+// copiedMessage returns the message object of a copied line: its id given
+// suffix, its shortened tool results replaced; nil when nothing changes.
+func copiedMessage(line []byte, id, suffix string, short map[string]string) ([]byte, error) {
 	ms, err := objectMembers(line, span{0, len(line)})
 	if err != nil {
 		return nil, err
 	}
-	m := find(ms, outer)
-	if m == nil {
-		return nil, fmt.Errorf("no %q member", outer)
+	m := find(ms, "message")
+	if m == nil || line[m.val.start] != '{' {
+		return nil, nil
 	}
-	return setMembers(line, m.val, nil, map[string][]byte{key: val})
+	msg := line[m.val.start:m.val.end]
+	if len(short) > 0 {
+		if msg, err = shortenResults(line, m.val, "content", "tool_use_id", "content", short); err != nil {
+			return nil, err
+		}
+	}
+	if id != "" {
+		if msg, err = setMembers(msg, span{0, len(msg)}, nil, map[string][]byte{"id": quoted(id + suffix)}); err != nil {
+			return nil, err
+		}
+	}
+	if bytes.Equal(msg, line[m.val.start:m.val.end]) {
+		return nil, nil
+	}
+	return msg, nil
 }
 
 func quoted(s string) []byte {
@@ -470,6 +555,17 @@ func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error
 		if p == nil {
 			return nil, fmt.Errorf("%w: line %d, a kept item, has no payload", ErrNotWritable, n)
 		}
+		var kind struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(p, &kind)
+		if len(wb.Shortened) > 0 && strings.HasSuffix(kind.Type, "_output") {
+			if short, ok, err := shortenOne(p, span{0, len(p)}, "call_id", "output", wb.Shortened); err != nil {
+				return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
+			} else if ok {
+				p = short
+			}
+		}
 		hist = append(hist, p)
 	}
 	if len(hist) == len(pinned) {
@@ -534,9 +630,11 @@ func mustPayload(line []byte) json.RawMessage {
 
 // Compacted returns the conversation as the agent continues it after its
 // latest compaction (its own or one AppendCompaction wrote): the
-// instructions it sends itself, the replacement history it kept (Codex),
-// the summary as a user message with Summary set, and the messages kept
-// or written since. A session the agent never compacted is returned as
+// instructions it sends itself, the system messages of the kept history,
+// the summary as a user message with Summary set, the rest of the kept
+// history (Codex's replacement history, or the copies of the kept lines
+// AppendCompaction chains after a Claude Code summary), and the messages
+// written since. A session the agent never compacted is returned as
 // Messages.
 func (s *Session) Compacted() []abi.Message {
 	if len(s.AgentCompactions) == 0 {

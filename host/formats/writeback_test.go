@@ -89,8 +89,8 @@ func TestAppendCompactionRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			orig, err := Read(bytes.NewReader(data), "")
 			require.NoError(t, err)
-			for _, from := range []int{len(orig.Messages) / 2, len(orig.Messages) - 3} {
-				k := cutAt(t, orig.Messages, from)
+			{
+				k := cutAt(t, orig.Messages, len(orig.Messages)/2)
 				summary := fmt.Sprintf("[Context compacted]\n\nsummary of the first %d messages of %s", k, name)
 				block, err := AppendCompaction(data, writeBackFor(orig.Messages, k, summary))
 				require.NoError(t, err)
@@ -117,6 +117,50 @@ func TestAppendCompactionRoundTrip(t *testing.T) {
 				assert.Equal(t, view(expected(orig.Messages, k2, "second")), view(again.Compacted()))
 				assert.Equal(t, view(orig.Messages), view(again.Messages))
 			}
+		})
+	}
+}
+
+// Kept tool results the engine shortened after the compaction are
+// written shortened: the agent sees what the engine counted.
+func TestAppendCompactionShortened(t *testing.T) {
+	for _, name := range writableCorpus {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(corpusPath(t, name))
+			require.NoError(t, err)
+			orig, err := Read(bytes.NewReader(data), "")
+			require.NoError(t, err)
+			k := cutAt(t, orig.Messages, len(orig.Messages)/2)
+			want := expected(orig.Messages, k, "sum")
+			wb := writeBackFor(orig.Messages, k, "sum")
+			wb.Shortened = map[string]string{}
+			shortened := 0
+			for i := range want {
+				m := &want[i]
+				if m.Summary || shortened == 3 {
+					continue
+				}
+				m.Content = append([]abi.Block(nil), m.Content...)
+				for j, b := range m.Content {
+					if b.Type == abi.BlockToolResult && shortened < 3 {
+						text := fmt.Sprintf("[shortened %d: %d characters]", shortened, len(b.Text))
+						m.Content[j].Text = text
+						wb.Shortened[b.ToolUseID] = text
+						shortened++
+					}
+				}
+			}
+			require.Equal(t, 3, shortened)
+			block, err := AppendCompaction(data, wb)
+			require.NoError(t, err)
+			got, err := Read(bytes.NewReader(append(append([]byte(nil), data...), block...)), "")
+			require.NoError(t, err)
+			assert.Equal(t, view(want), view(got.Compacted()))
+
+			wb.Shortened = map[string]string{"toolu_nowhere": "x"}
+			_, err = AppendCompaction(data, wb)
+			assert.ErrorIs(t, err, ErrNotWritable)
+			assert.ErrorContains(t, err, "toolu_nowhere")
 		})
 	}
 }

@@ -147,7 +147,8 @@ func writeBackBlock(s *host.Session, data []byte, rep *compactReport, path strin
 	}
 	c := cs[len(cs)-1]
 	wb := formats.WriteBack{PreTokens: rep.TokensBefore, Trigger: "manual"}
-	for _, m := range s.Context() {
+	view := s.Context()
+	for _, m := range view {
 		if m.Summary {
 			for _, b := range m.Content {
 				if b.Type == abi.BlockText {
@@ -164,6 +165,21 @@ func writeBackBlock(s *host.Session, data []byte, rep *compactReport, path strin
 	}
 	if folded+1 < len(msgs) {
 		wb.FirstKeptID = msgs[folded+1].ID
+	}
+	// Tool results the gate shortened after the compaction go back
+	// shortened, so the agent's context is the one reported.
+	kept := msgs[folded+1:]
+	if len(view) >= len(kept) {
+		for i, v := range view[len(view)-len(kept):] {
+			for j, b := range v.Content {
+				if b.Type == abi.BlockToolResult && j < len(kept[i].Content) && b.Text != kept[i].Content[j].Text {
+					if wb.Shortened == nil {
+						wb.Shortened = map[string]string{}
+					}
+					wb.Shortened[b.ToolUseID] = b.Text
+				}
+			}
+		}
 	}
 	for _, m := range msgs[:folded+1] {
 		if m.Pinned {
