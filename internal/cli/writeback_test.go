@@ -186,3 +186,36 @@ func TestCompactInPlaceOtherFormats(t *testing.T) {
 	assert.Equal(t, ExitUsage, r.code, "%s%s", r.stdout, r.stderr)
 	assert.Contains(t, r.stderr, "a Claude Code session or a Codex rollout")
 }
+
+// When the gate shortens kept tool results after the compaction, the
+// written-back file carries them shortened: the agent is sent the context
+// the report counts, and the original lines keep the full text.
+func TestCompactInPlaceWritesShortenedResults(t *testing.T) {
+	path, orig := copyCorpus(t, "codex-typescript.jsonl")
+	before, err := formats.Read(bytes.NewReader(orig), "")
+	require.NoError(t, err)
+	r := runCLI(t, runOpts{}, "compact", "--strategy=structured", "--context-window", "32000", "--in-place", "--json", path)
+	require.Equal(t, ExitOK, r.code, "%s%s", r.stdout, r.stderr)
+	var rep compactReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	after, err := formats.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, modelView(before.Messages), modelView(after.Messages), "the original lines keep the full text")
+	pinned, kept := compactedView(t, before, rep)
+	got := after.Compacted()
+	require.Len(t, got, len(pinned)+1+len(kept), "instructions, summary and the kept messages")
+	assert.Equal(t, modelView(pinned), modelView(got[:len(pinned)]))
+	shortened := 0
+	for i, m := range got[len(got)-len(kept):] {
+		require.Equal(t, kept[i].Role, m.Role)
+		require.Len(t, m.Content, len(kept[i].Content))
+		for j, b := range m.Content {
+			if b.Text != kept[i].Content[j].Text {
+				assert.Equal(t, abi.BlockToolResult, b.Type, "only tool results are shortened")
+				assert.Less(t, len(b.Text), len(kept[i].Content[j].Text))
+				shortened++
+			}
+		}
+	}
+	assert.Positive(t, shortened, "the gate shortened kept results at this window")
+}
