@@ -30,16 +30,17 @@ type source struct {
 
 // loadSource is loadInput keeping the bytes read: a compaction written
 // back into a Claude Code or Codex file appends to exactly those bytes.
-// A regular file's size and modification time are checked around the
-// read; a file that changes meanwhile is being written by an agent and is
-// refused (exit 7). Session logs go through loadInput, which has its own
+// With appendLog (--in-place) a regular file's size and modification time
+// are checked around the read, and a file that changes meanwhile is being
+// written by an agent and is refused (exit 7); a read for a copy takes
+// the file as it is. Session logs go through loadInput, which has its own
 // lock.
 func (a *app) loadSource(ctx context.Context, e *host.Engine, path, format string, appendLog bool) (*input, *source, error) {
 	if path == "" {
 		path = "-"
 	}
 	src := &source{}
-	if fi, err := os.Stat(path); path != "-" && err == nil && fi.Mode().IsRegular() {
+	if fi, err := os.Stat(path); appendLog && path != "-" && err == nil && fi.Mode().IsRegular() {
 		limit := a.maxInputBytes()
 		data, st, err := host.ReadFileState(path, limit)
 		switch {
