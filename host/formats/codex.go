@@ -179,8 +179,8 @@ func codexOutput(raw json.RawMessage, skipped map[string]int) (string, error) {
 // skipped, except token_count, whose last_token_usage becomes the Usage of
 // the assistant message it follows. A compacted record becomes an
 // AgentCompaction with its replacement history; the user message in it
-// that carries the record's summary message is the summary, not part of
-// the replacement.
+// that carries the record's summary message is marked as the summary
+// (Message.Summary), where Codex put it.
 func readCodex(r *bufio.Reader, s *Session) error {
 	return readCodexTracked(r, s, nil)
 }
@@ -236,12 +236,13 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			b.usage = -1
 			rb := newCodexBuilder(s.Skipped)
 			for k := range c.Replacement {
-				if it := &c.Replacement[k]; c.Message != "" && it.Type == "message" && it.Role == "user" &&
-					textOf(oaParts(it.Content, map[string]int{}, false), abi.BlockText) == c.Message {
-					continue
-				}
-				if err := rb.item(&c.Replacement[k], id+"-r"+strconv.Itoa(k)); err != nil {
+				it := &c.Replacement[k]
+				if err := rb.item(it, id+"-r"+strconv.Itoa(k)); err != nil {
 					return fmt.Errorf("compacted: replacement_history[%d]: %w", k, err)
+				}
+				if c.Message != "" && it.Type == "message" && it.Role == "user" && len(rb.msgs) > 0 &&
+					textOf(oaParts(it.Content, map[string]int{}, false), abi.BlockText) == c.Message {
+					rb.msgs[len(rb.msgs)-1].Summary = true
 				}
 			}
 			repl, _ := normalize(rb.msgs, nil, id+"-r", map[string]int{})

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -658,12 +659,14 @@ func (s *Session) Compacted() []abi.Message {
 			out = append(out, m)
 		}
 	}
+	// The summary goes where the replacement history has it (Codex keeps
+	// it there), else after the replacement's instructions.
 	i := 0
 	for i < len(c.Replacement) && c.Replacement[i].Role == abi.RoleSystem {
 		i++
 	}
 	out = append(out, c.Replacement[:i]...)
-	if c.Summary != "" {
+	if c.Summary != "" && !slices.ContainsFunc(c.Replacement, func(m abi.Message) bool { return m.Summary }) {
 		id := "summary"
 		if c.ID != "" {
 			id += "-" + c.ID

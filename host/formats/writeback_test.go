@@ -528,3 +528,23 @@ func TestAppendCompactionRefuses(t *testing.T) {
 	_, err = AppendCompaction([]byte(`{"messages":[{"role":"user","content":"hi"}]}`+"\n"), wb)
 	assert.ErrorIs(t, err, ErrNotWritable)
 }
+
+// A Codex compaction that records its summary text (Codex's local
+// compaction) keeps the summary where its replacement history has it.
+func TestCompactedCodexSummaryInPlace(t *testing.T) {
+	rollout := `{"timestamp":"2026-03-01T10:00:00.000Z","type":"session_meta","payload":{"id":"s1","timestamp":"2026-03-01T10:00:00.000Z","base_instructions":{"text":"You are Codex."}}}
+{"timestamp":"2026-03-01T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the bug"}]}}
+{"timestamp":"2026-03-01T10:00:02.000Z","type":"response_item","payload":{"type":"message","id":"m1","role":"assistant","content":[{"type":"output_text","text":"done"}]}}
+{"timestamp":"2026-03-01T10:00:03.000Z","type":"compacted","payload":{"message":"SUMMARY","replacement_history":[{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the bug"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"SUMMARY"}]}]}}
+{"timestamp":"2026-03-01T10:00:04.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"next"}]}}
+`
+	s, err := Read(strings.NewReader(rollout), "")
+	require.NoError(t, err)
+	require.Len(t, s.AgentCompactions, 1)
+	assert.Equal(t, "SUMMARY", s.AgentCompactions[0].Summary)
+	var got []string
+	for _, m := range s.Compacted() {
+		got = append(got, fmt.Sprintf("%s %v %s", m.Role, m.Summary, textOf(m.Content, abi.BlockText)))
+	}
+	assert.Equal(t, []string{"system false You are Codex.", "user false fix the bug", "user true SUMMARY", "user false next"}, got)
+}
