@@ -41,10 +41,63 @@ type ccMessage struct {
 // after it. Sidechain (subagent) lines are not part of the main conversation
 // and are skipped. The compact_boundary record and the isCompactSummary user
 // message after it become an AgentCompaction.
+//
+// A compaction written by AppendCompaction repeats the kept messages after
+// its summary, as copies whose uuids derive from the summary's uuid and the
+// original's (copyUUID): they are not read into Messages a second time but
+// become the compaction's Replacement, as Codex's kept history does.
 func readClaudeCode(r *bufio.Reader, s *Session) error {
-	var msgs []abi.Message
-	lastAPIID, lastAssistant := "", -1
-	pendingSummary := -1 // compaction waiting for its summary message
+	return readClaudeCodeTracked(r, s, nil)
+}
+
+// ccBuilder gathers the lines of a Claude Code conversation into messages.
+type ccBuilder struct {
+	msgs          []abi.Message
+	lastAPIID     string
+	lastAssistant int
+}
+
+// add adds one user or assistant line and returns the index of the
+// message it went into, and whether it opened that message.
+func (b *ccBuilder) add(rec *ccRecord, blocks []abi.Block, n int) (int, bool) {
+	var usage *abi.Usage
+	if u := rec.Message.Usage; u != nil && rec.Type == "assistant" {
+		usage = &abi.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+			CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
+	}
+	if rec.Type == "assistant" && rec.Message.ID != "" && rec.Message.ID == b.lastAPIID {
+		m := &b.msgs[b.lastAssistant]
+		m.Content = append(m.Content, blocks...)
+		if usage != nil {
+			m.Usage = usage // every line repeats the usage; the last is the final one
+		}
+		return b.lastAssistant, false
+	}
+	id := rec.UUID
+	if id == "" {
+		id = ClaudeCode + "-" + strconv.Itoa(n)
+	}
+	b.msgs = append(b.msgs, abi.Message{ID: id, Role: rec.Type, Content: blocks, Usage: usage})
+	if rec.Type == "assistant" {
+		b.lastAPIID, b.lastAssistant = rec.Message.ID, len(b.msgs)-1
+	}
+	return len(b.msgs) - 1, true
+}
+
+func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
+	main := &ccBuilder{lastAssistant: -1}
+	pendingSummary := -1         // compaction waiting for its summary message
+	lineMsg := map[string]bool{} // uuids of the message lines read
+	var copies map[string]bool   // uuids of the copies a compaction kept
+	var kept *ccBuilder          // the copies, read as messages
+	copiesOf := -1               // the compaction they belong to
+	keptOf := map[int][]abi.Message{}
+	flush := func() {
+		if kept != nil && len(kept.msgs) > 0 {
+			keptOf[copiesOf] = kept.msgs
+		}
+		copies, kept = nil, nil
+	}
 	err := readJSONL(r, ClaudeCode, func(line []byte, n int) error {
 		var rec ccRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
@@ -54,13 +107,14 @@ func readClaudeCode(r *bufio.Reader, s *Session) error {
 		case "user", "assistant":
 		case "system":
 			if rec.Subtype == "compact_boundary" {
-				c := AgentCompaction{ID: rec.UUID, FirstKept: len(msgs)}
+				flush()
+				c := AgentCompaction{ID: rec.UUID, FirstKept: len(main.msgs)}
 				if rec.CompactMetadata != nil {
 					c.Trigger, c.PreTokens = rec.CompactMetadata.Trigger, rec.CompactMetadata.PreTokens
 				}
 				s.AgentCompactions = append(s.AgentCompactions, c)
 				pendingSummary = len(s.AgentCompactions) - 1
-				lastAPIID = ""
+				main.lastAPIID = ""
 				return nil
 			}
 			s.Skipped["system/"+rec.Subtype]++
@@ -82,41 +136,56 @@ func readClaudeCode(r *bufio.Reader, s *Session) error {
 		if err != nil {
 			return fmt.Errorf("message.content: %s", jsonReason(err))
 		}
+		if rec.UUID != "" && copies[rec.UUID] {
+			kept.add(&rec, blocks, n)
+			return nil
+		}
 		if rec.IsCompactSummary {
 			if pendingSummary < 0 {
-				s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: rec.UUID, FirstKept: len(msgs)})
+				flush()
+				s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: rec.UUID, FirstKept: len(main.msgs)})
 				pendingSummary = len(s.AgentCompactions) - 1
 			}
 			s.AgentCompactions[pendingSummary].Summary = textOf(blocks, abi.BlockText)
+			copiesOf, kept = pendingSummary, &ccBuilder{lastAssistant: -1}
+			copies = make(map[string]bool, len(lineMsg))
+			for u := range lineMsg {
+				copies[copyUUID(rec.UUID, u)] = true
+			}
 			pendingSummary = -1
 			return nil
 		}
-		var usage *abi.Usage
-		if u := rec.Message.Usage; u != nil && rec.Type == "assistant" {
-			usage = &abi.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-				CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
+		i, opened := main.add(&rec, blocks, n)
+		lineMsg[rec.UUID] = true
+		if opened {
+			tr.open(main.msgs[i].ID, n)
 		}
-		if rec.Type == "assistant" && rec.Message.ID != "" && rec.Message.ID == lastAPIID {
-			m := &msgs[lastAssistant]
-			m.Content = append(m.Content, blocks...)
-			if usage != nil {
-				m.Usage = usage // every line repeats the usage; the last is the final one
-			}
-			return nil
-		}
-		id := rec.UUID
-		if id == "" {
-			id = ClaudeCode + "-" + strconv.Itoa(n)
-		}
-		msgs = append(msgs, abi.Message{ID: id, Role: rec.Type, Content: blocks, Usage: usage})
-		if rec.Type == "assistant" {
-			lastAPIID, lastAssistant = rec.Message.ID, len(msgs)-1
-		}
+		tr.item(n)
 		return nil
 	})
 	if err != nil && !errors.Is(err, ErrTornLine) {
 		return err
 	}
-	finish(s, msgs, ClaudeCode)
+	flush()
+	// The copies are normalized the way the originals are, so the kept
+	// history reads as the same messages: when the whole file needs
+	// repairs, normalize gathers every call's results into one message,
+	// and the copies must be gathered too. An empty message (dropped by
+	// normalize, refused by Validate) takes them down the same path.
+	repair := needsRepair(main.msgs)
+	for i, msgs := range keptOf {
+		if repair {
+			msgs = append(msgs, abi.Message{Role: abi.RoleSystem})
+		}
+		s.AgentCompactions[i].Replacement, _ = normalize(msgs, nil, s.AgentCompactions[i].ID+"-r", map[string]int{})
+	}
+	finish(s, main.msgs, ClaudeCode)
 	return err
+}
+
+// needsRepair reports whether normalize changes msgs beyond their IDs.
+func needsRepair(msgs []abi.Message) bool {
+	c := append([]abi.Message(nil), msgs...)
+	fixIDs(c, "", map[string]int{})
+	return Validate(c) != nil
 }

@@ -52,6 +52,10 @@ type codexBuilder struct {
 	results   int // index of the open tool-results message, -1 if none
 	usage     int // assistant message waiting for its token_count, -1 if none
 	skipped   map[string]int
+	// line is the line being read, and tr where messages come from (nil
+	// when nobody asks).
+	line int
+	tr   *sourceLines
 }
 
 func newCodexBuilder(skipped map[string]int) *codexBuilder {
@@ -62,6 +66,7 @@ func (b *codexBuilder) close() { b.assistant, b.results = -1, -1 }
 
 func (b *codexBuilder) add(role, id string, blocks ...abi.Block) {
 	b.msgs = append(b.msgs, abi.Message{ID: id, Role: role, Content: blocks})
+	b.tr.open(id, b.line)
 }
 
 // assistantBlock adds a block to the open assistant message, opening one
@@ -173,10 +178,18 @@ func codexOutput(raw json.RawMessage, skipped map[string]int) (string, error) {
 // event_msg lines mostly repeat the response items for the UI and are
 // skipped, except token_count, whose last_token_usage becomes the Usage of
 // the assistant message it follows. A compacted record becomes an
-// AgentCompaction with its replacement history.
+// AgentCompaction with its replacement history; the user message in it
+// that carries the record's summary message is marked as the summary
+// (Message.Summary), where Codex put it.
 func readCodex(r *bufio.Reader, s *Session) error {
+	return readCodexTracked(r, s, nil)
+}
+
+func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 	b := newCodexBuilder(s.Skipped)
+	b.tr = tr
 	err := readJSONL(r, Codex, func(line []byte, n int) error {
+		b.line = n
 		var l codexLine
 		if err := json.Unmarshal(line, &l); err != nil {
 			return err
@@ -209,6 +222,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 			if err := json.Unmarshal(l.Payload, &it); err != nil {
 				return fmt.Errorf("response_item: %s", jsonReason(err))
 			}
+			tr.item(n)
 			return b.item(&it, id)
 		case "compacted":
 			var c struct {
@@ -222,8 +236,13 @@ func readCodex(r *bufio.Reader, s *Session) error {
 			b.usage = -1
 			rb := newCodexBuilder(s.Skipped)
 			for k := range c.Replacement {
-				if err := rb.item(&c.Replacement[k], id+"-r"+strconv.Itoa(k)); err != nil {
+				it := &c.Replacement[k]
+				if err := rb.item(it, id+"-r"+strconv.Itoa(k)); err != nil {
 					return fmt.Errorf("compacted: replacement_history[%d]: %w", k, err)
+				}
+				if c.Message != "" && it.Type == "message" && it.Role == "user" && len(rb.msgs) > 0 &&
+					textOf(oaParts(it.Content, map[string]int{}, false), abi.BlockText) == c.Message {
+					rb.msgs[len(rb.msgs)-1].Summary = true
 				}
 			}
 			repl, _ := normalize(rb.msgs, nil, id+"-r", map[string]int{})

@@ -36,9 +36,9 @@ func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
 	addEngineFlags(cmd, &o.engine)
 	fl := cmd.Flags()
 	fl.StringVar(&o.format, "format", "", "input format (default: detected): canonical, anthropic, openai, claude-code, codex, copilot, mini-swe-agent, swe-agent")
-	fl.StringVar(&o.outFormat, "output-format", "", "output format: canonical (a session log, undoable), anthropic or openai (the compacted request); default: the input's format where it can be written, else canonical")
+	fl.StringVar(&o.outFormat, "output-format", "", "output format: canonical (a session log, undoable), anthropic or openai (the compacted request), claude-code or codex (the agent's own file with the compaction recorded as the agent records one; for an input of that format); default: the input's format where it can be written, else canonical")
 	fl.StringVarP(&o.output, "output", "o", "", "where to write the compacted session ('-' for stdout); default: FILE.compacted.<ext> beside the input, or stdout for stdin")
-	fl.BoolVar(&o.inPlace, "in-place", false, "append the compaction to the input session log itself (canonical logs only; 'compact-host undo' reverts it)")
+	fl.BoolVar(&o.inPlace, "in-place", false, "append the compaction to the input file itself: a session log, a Claude Code session or a Codex rollout ('compact-host undo' reverts it)")
 	fl.Float64Var(&o.threshold, "threshold", 0, "compact only if the context uses at least this share of the budget (0.0-1.0), as the agent's gate would; default: always compact")
 	fl.StringVar(&o.focus, "focus", "", "what the summary must keep, in your words (e.g. \"the failing auth tests\")")
 	fl.BoolVar(&o.dryRun, "dry-run", false, "show the plan (where it cuts, tokens before and after, what is folded) and write nothing")
@@ -58,12 +58,17 @@ The result is written beside the input as FILE.compacted.<ext>, or where -o
 says. A compact-host session log keeps every original message, so
 'compact-host undo' reverts the compaction; --in-place appends it to the
 input log itself. Anthropic and OpenAI request files are written as the
-compacted request. Other formats are written as a session log.
+compacted request. A Claude Code session or Codex rollout gets the
+compaction appended the way the agent records its own, so resuming it in
+the agent continues from the summary; with --in-place the file itself,
+which must not be in use by a running agent (exit 7 if it changes while
+compact-host works). Other formats are written as a session log.
 
 Examples:
   compact-host compact --strategy=structured session.jsonl
   compact-host compact --dry-run --context-window 32000 ~/.claude/projects/x/abc.jsonl
   compact-host compact --threshold 0.8 --in-place run.jsonl
+  compact-host compact --in-place ~/.claude/projects/-home-me-app/0b1c….jsonl
   cat request.json | compact-host compact --format anthropic --focus "the auth bug" -o -`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runCompact(cmd.Context(), g, o, args) },
@@ -105,13 +110,13 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 		return err
 	}
 	a.setStep("reading")
-	in, err := a.loadInput(ctx, e, path, o.format, o.inPlace && !o.dryRun)
+	in, src, err := a.loadSource(ctx, e, path, o.format, o.inPlace && !o.dryRun)
 	if err != nil {
 		return err
 	}
 	defer in.Session.Close()
-	if o.inPlace && !in.Log {
-		return usageError{fmt.Errorf("--in-place needs a compact-host session log; %s is %s (write a copy with -o)", displayPath(in.path), in.Format)}
+	if o.inPlace && !in.Log && writeBackFormat(o, in) == "" {
+		return usageError{fmt.Errorf("--in-place needs a compact-host session log, a Claude Code session or a Codex rollout; %s is %s (write a copy with -o)", displayPath(in.path), in.Format)}
 	}
 	began := time.Now()
 	s := in.Session
@@ -169,7 +174,7 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	}
 	if !o.dryRun && rep.Action != sessionio.ActionNone && rep.Action != sessionio.ActionNothingToFold || (!o.dryRun && o.output != "") {
 		a.setStep("writing")
-		if err := writeOutput(a, in, o, &rep); err != nil {
+		if err := writeOutput(a, in, src, o, &rep); err != nil {
 			return err
 		}
 	}
@@ -183,8 +188,13 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	return nil
 }
 
-// writeOutput writes the compacted session where the options say.
-func writeOutput(a *app, in *input, o *compactOptions, rep *compactReport) error {
+// writeOutput writes the compacted session where the options say. A
+// Claude Code session or Codex rollout is written back in its own format
+// unless another is asked for.
+func writeOutput(a *app, in *input, src *source, o *compactOptions, rep *compactReport) error {
+	if writeBackFormat(o, in) != "" {
+		return writeBack(a, in, src, o, rep)
+	}
 	s := in.Session
 	outFormat := sessionio.OutputFormat(o.outFormat, in.Format)
 	if !slices.Contains(sessionio.Writable, outFormat) {

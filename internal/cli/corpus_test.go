@@ -49,7 +49,7 @@ func TestCompactEveryCorpusSession(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out.jsonl")
 			var stdout, stderr bytes.Buffer
-			code := Main([]string{"--strategy=structured", f, "--context-window", "32000", "-o", out, "--json"},
+			code := Main([]string{"--strategy=structured", f, "--context-window", "32000", "-o", out, "--output-format", "canonical", "--json"},
 				IO{In: bytes.NewReader(nil), Out: &stdout, Err: &stderr, Getenv: func(k string) string {
 					switch k {
 					case "COMPACT_HOST_CACHE_DIR":

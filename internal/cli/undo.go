@@ -18,14 +18,21 @@ type undoOptions struct {
 func newUndoCmd(g *globals) *cobra.Command {
 	o := &undoOptions{}
 	cmd := &cobra.Command{
-		Use:   "undo [flags] SESSION_LOG",
-		Short: "Revert the latest compaction of a session log",
+		Use:   "undo [flags] FILE",
+		Short: "Revert the latest compaction of a session log or agent session file",
 		Long: `Revert the latest compaction of a compact-host session log. The folded
 messages come back exactly as they were; the undo is appended to the log,
-so it survives a reload. Run it again to revert the compaction before.`,
-		Example: `  compact-host undo session.compacted.jsonl`,
-		Args:    cobra.ExactArgs(1),
-		RunE:    func(cmd *cobra.Command, args []string) error { return runUndo(cmd.Context(), g, o, args[0]) },
+so it survives a reload. Run it again to revert the compaction before.
+
+For a Claude Code session or Codex rollout that compact-host wrote a
+compaction into (--in-place or -o), undo removes exactly the lines it
+appended, leaving the file byte for byte as it was. It refuses (exit 7)
+when the file changed since: the agent went on from the compaction, or
+the file was edited.`,
+		Example: `  compact-host undo session.compacted.jsonl
+  compact-host undo ~/.claude/projects/-home-me-app/0b1c….jsonl`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runUndo(cmd.Context(), g, o, args[0]) },
 	}
 	addEngineFlags(cmd, &o.engine)
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
@@ -40,6 +47,13 @@ func runUndo(ctx context.Context, g *globals, o *undoOptions, path string) error
 	e, err := host.New(a.hostConfig(), host.WithLogger(a.log))
 	if err != nil {
 		return a.settingError(err)
+	}
+	data, err := a.readInput(ctx, path)
+	if err != nil {
+		return err
+	}
+	if !host.IsSessionLog(data) {
+		return undoWriteBack(a, g, o, path)
 	}
 	in, err := a.loadInput(ctx, e, path, "", true)
 	if err != nil {
@@ -64,5 +78,24 @@ func runUndo(ctx context.Context, g *globals, o *undoOptions, path string) error
 	}
 	fmt.Fprintf(g.io.Out, "undid %s (%s, %s): %d messages restored; context %s → %s tokens; %d compactions left\n",
 		c.ID, c.Strategy, c.Time.Format("2006-01-02 15:04"), c.MessagesFolded, num(before), num(after), len(in.Session.Compactions()))
+	return nil
+}
+
+// undoWriteBack removes the compaction compact-host appended last to an
+// agent's session file.
+func undoWriteBack(a *app, g *globals, o *undoOptions, path string) error {
+	rec, left, ok, err := a.undoAppended(path)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return withCode(ExitInput, fmt.Errorf("%s: compact-host has no record of a compaction it wrote into this file, and it is not a compact-host session log: nothing to undo", path))
+	}
+	if o.json {
+		return json.NewEncoder(g.io.Out).Encode(map[string]any{"undone": path, "format": rec.Format, "bytes_removed": rec.Length,
+			"size": rec.Offset, "compactions_left": left})
+	}
+	fmt.Fprintf(g.io.Out, "undid the compaction written into %s (%s) at %s: removed %s bytes, the file is %s bytes again; %d compactions left\n",
+		path, rec.Format, rec.Time.Format("2006-01-02 15:04"), num(int(rec.Length)), num(int(rec.Offset)), left)
 	return nil
 }

@@ -1,0 +1,678 @@
+package formats
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// WriteBack is a compaction to record in an agent's own session file, in
+// the terms of the Session read from it.
+type WriteBack struct {
+	// Summary is the text of the summary message the conversation
+	// continues from, as the agent will see it.
+	Summary string
+	// FirstKeptID is the ID of the first message of Session.Messages kept
+	// verbatim after the summary; "" when nothing is kept.
+	FirstKeptID string
+	// PinnedIDs are messages before FirstKeptID kept too (the agent's
+	// instructions); Codex replays them before the summary.
+	PinnedIDs []string
+	// Trigger is what Claude Code records as the compaction's trigger;
+	// "" means "manual".
+	Trigger string
+	// PreTokens is the context size before the compaction, in tokens.
+	PreTokens int
+	// Time is when the compaction was made; the zero value means now.
+	// Records are never dated before the last line of the file.
+	Time time.Time
+	// Shortened are the kept tool results the engine shortened after the
+	// compaction, by tool_use ID: the copies carry the shortened text, so
+	// the agent sees what the engine counted.
+	Shortened map[string]string
+}
+
+// ErrNotWritable: AppendCompaction was given a file it cannot record a
+// compaction in (not a Claude Code session or a Codex rollout, or one
+// whose messages do not map back to its lines).
+var ErrNotWritable = errors.New("formats: cannot record a compaction in this file")
+
+// WritableFormats are the formats AppendCompaction writes.
+var WritableFormats = []string{ClaudeCode, Codex}
+
+// AppendCompaction returns the lines to append to data, a Claude Code
+// session or a Codex rollout, so that the agent resumes from wb the way it
+// resumes from a compaction of its own: Claude Code gets a compact_boundary
+// line, the summary as its compact-summary user line and copies of the
+// kept lines chained after it; Codex gets a compacted record whose
+// replacement history is the pinned items, the summary and the kept items,
+// and the context_compacted event it writes after one. Every field the
+// agent's own records carry is taken from the lines of data (session id,
+// cwd, version, branch, window ids, turn id) or from wb; nothing the agent
+// would misread is made up. Read gives back what the agent will see:
+// Session.Compacted is the summary and the kept messages.
+//
+// data must end with a complete line: a last line cut short (an agent is
+// writing it) is refused, the error wraps ErrTornLine. A complete last
+// line without its newline gets one at the start of the block.
+func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
+	var lead []byte
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		last := data[bytes.LastIndexByte(data, '\n')+1:]
+		if !json.Valid(last) {
+			return nil, fmt.Errorf("%w: %w: the last line is not complete yet (an agent may be writing it)", ErrNotWritable, ErrTornLine)
+		}
+		lead = []byte("\n")
+	}
+	format, err := Detect(data[:min(len(data), detectSize)])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotWritable, err)
+	}
+	s := &Session{Format: format, Skipped: map[string]int{}, Repaired: map[string]int{}}
+	tr := &sourceLines{first: map[string]int{}}
+	br := bufio.NewReader(bytes.NewReader(data))
+	switch format {
+	case ClaudeCode:
+		err = readClaudeCodeTracked(br, s, tr)
+	case Codex:
+		err = readCodexTracked(br, s, tr)
+	default:
+		return nil, fmt.Errorf("%w: it is %s; compactions are written into Claude Code sessions and Codex rollouts", ErrNotWritable, describeFormat(format))
+	}
+	if err != nil {
+		return nil, err
+	}
+	lines := splitLines(data)
+	start := len(lines) + 1
+	if wb.FirstKeptID != "" {
+		n, ok := tr.first[wb.FirstKeptID]
+		if !ok {
+			return nil, fmt.Errorf("%w: message %q, the first one kept, comes from no line of the file", ErrNotWritable, wb.FirstKeptID)
+		}
+		start = n
+	}
+	var kept []int
+	for _, n := range tr.items {
+		if n >= start {
+			kept = append(kept, n)
+		}
+	}
+	isItem := make(map[int]bool, len(tr.items))
+	for _, n := range tr.items {
+		isItem[n] = true
+	}
+	var pinned []int
+	for _, id := range wb.PinnedIDs {
+		// Only conversation items are replayed; Codex sends its base
+		// instructions (session_meta) itself.
+		if n, ok := tr.first[id]; ok && n < start && isItem[n] {
+			pinned = append(pinned, n)
+		}
+	}
+	if wb.Trigger == "" {
+		wb.Trigger = "manual"
+	}
+	short := make(map[string]string, len(wb.Shortened))
+	for id, text := range wb.Shortened {
+		short[id] = text
+	}
+	wb.Shortened = short
+	var block []byte
+	if format == ClaudeCode {
+		block, err = claudeCodeBlock(lines, kept, wb)
+	} else {
+		block, err = codexBlock(lines, pinned, kept, wb)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(short) > 0 {
+		ids := make([]string, 0, len(short))
+		for id := range short {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		return nil, fmt.Errorf("%w: shortened tool results %s are in no kept line", ErrNotWritable, strings.Join(ids, ", "))
+	}
+	return append(lead, block...), nil
+}
+
+// shortenResults returns the object spanning v in b with the value of
+// member field of each element of its array member list (an item with
+// call ID member idKey) replaced by the shortened text short holds for
+// it; every other byte is kept. The IDs done are deleted from short.
+func shortenResults(b []byte, v span, list, idKey, field string, short map[string]string) ([]byte, error) {
+	ms, err := objectMembers(b, v)
+	if err != nil {
+		return nil, err
+	}
+	m := find(ms, list)
+	if m == nil || b[m.val.start] != '[' {
+		return b[v.start:v.end], nil
+	}
+	elems, err := arrayElems(b, m.val)
+	if err != nil {
+		return nil, err
+	}
+	var ps []patch
+	for _, e := range elems {
+		if obj, ok, err := shortenOne(b, e, idKey, field, short); err != nil {
+			return nil, err
+		} else if ok {
+			ps = append(ps, patch{span{e.start - v.start, e.end - v.start}, obj})
+		}
+	}
+	return applyPatches(b[v.start:v.end], ps), nil
+}
+
+// shortenOne sets member field of the object spanning e in b to the text
+// short holds for its member idKey, if any.
+func shortenOne(b []byte, e span, idKey, field string, short map[string]string) ([]byte, bool, error) {
+	if b[e.start] != '{' {
+		return nil, false, nil
+	}
+	var ref map[string]json.RawMessage
+	if json.Unmarshal(b[e.start:e.end], &ref) != nil {
+		return nil, false, nil
+	}
+	var id string
+	if json.Unmarshal(ref[idKey], &id) != nil {
+		return nil, false, nil
+	}
+	text, ok := short[id]
+	if !ok {
+		return nil, false, nil
+	}
+	obj, err := setMembers(b, e, nil, map[string][]byte{field: quoted(text)})
+	if err != nil {
+		return nil, false, err
+	}
+	delete(short, id)
+	return obj, true, nil
+}
+
+// sourceLines records where messages come from: the 1-based line that
+// opened each message (by ID, before normalization), and the lines that
+// carry conversation items, in order. Its methods do nothing on nil.
+type sourceLines struct {
+	first map[string]int
+	items []int
+}
+
+func (t *sourceLines) open(id string, line int) {
+	if t != nil {
+		if _, seen := t.first[id]; !seen {
+			t.first[id] = line
+		}
+	}
+}
+
+func (t *sourceLines) item(line int) {
+	if t != nil && (len(t.items) == 0 || t.items[len(t.items)-1] != line) {
+		t.items = append(t.items, line)
+	}
+}
+
+// splitLines returns the lines of data without line endings, numbered as
+// readJSONL numbers them (lines[0] is line 1).
+func splitLines(data []byte) [][]byte {
+	lines := bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+	for i, l := range lines {
+		lines[i] = bytes.TrimRight(l, "\r")
+	}
+	return lines
+}
+
+// copyUUID is the uuid of the copy of line orig kept after the compact
+// summary named summary. Deriving it lets the reader tell copies from new
+// messages without a field Claude Code does not write.
+func copyUUID(summary, orig string) string {
+	h := sha256.Sum256([]byte("compact-host copy\x00" + summary + "\x00" + orig))
+	return uuidFrom(h[:16], 4)
+}
+
+// uuidFrom formats 16 bytes as an RFC 9562 UUID of the given version.
+func uuidFrom(b []byte, version byte) string {
+	var u [16]byte
+	copy(u[:], b)
+	u[6] = u[6]&0x0f | version<<4
+	u[8] = u[8]&0x3f | 0x80
+	x := hex.EncodeToString(u[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+}
+
+// randomUUID is a version 4 UUID, as the agents make.
+func randomUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return uuidFrom(b[:], 4)
+}
+
+// uuidV7 is a version 7 UUID for time t (Codex's window ids), its other
+// bits from seed.
+func uuidV7(t time.Time, seed []byte) string {
+	var b [16]byte
+	copy(b[:], seed)
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(t.UnixMilli()))
+	copy(b[:6], ms[2:])
+	return uuidFrom(b[:], 7)
+}
+
+// stamp formats t as both agents date their lines.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// recordTime is when the appended records are dated: wb.Time (or now),
+// but never before the last dated line, so the agent sees them as newest.
+func recordTime(wb WriteBack, last time.Time) time.Time {
+	t := wb.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	t = t.UTC().Truncate(time.Millisecond)
+	if !last.IsZero() && !t.After(last) {
+		t = last.Add(time.Millisecond)
+	}
+	return t
+}
+
+// ccMeta are the fields Claude Code repeats on every line of a session.
+type ccMeta struct {
+	UserType  string `json:"userType"`
+	CWD       string `json:"cwd"`
+	SessionID string `json:"sessionId"`
+	Version   string `json:"version"`
+	GitBranch string `json:"gitBranch"`
+	Slug      string `json:"slug"`
+}
+
+// ccBoundary and ccSummary are the two records of a Claude Code
+// compaction, their fields in Claude Code's order.
+type ccBoundary struct {
+	ParentUUID        *string `json:"parentUuid"`
+	LogicalParentUUID string  `json:"logicalParentUuid,omitempty"`
+	IsSidechain       bool    `json:"isSidechain"`
+	UserType          string  `json:"userType,omitempty"`
+	CWD               string  `json:"cwd,omitempty"`
+	SessionID         string  `json:"sessionId,omitempty"`
+	Version           string  `json:"version,omitempty"`
+	GitBranch         string  `json:"gitBranch,omitempty"`
+	Slug              string  `json:"slug,omitempty"`
+	Type              string  `json:"type"`
+	Subtype           string  `json:"subtype"`
+	Content           string  `json:"content"`
+	IsMeta            bool    `json:"isMeta"`
+	Timestamp         string  `json:"timestamp"`
+	UUID              string  `json:"uuid"`
+	Level             string  `json:"level"`
+	CompactMetadata   struct {
+		Trigger   string `json:"trigger"`
+		PreTokens int    `json:"preTokens"`
+	} `json:"compactMetadata"`
+}
+
+type ccSummary struct {
+	ParentUUID  string `json:"parentUuid"`
+	IsSidechain bool   `json:"isSidechain"`
+	UserType    string `json:"userType,omitempty"`
+	CWD         string `json:"cwd,omitempty"`
+	SessionID   string `json:"sessionId,omitempty"`
+	Version     string `json:"version,omitempty"`
+	GitBranch   string `json:"gitBranch,omitempty"`
+	Slug        string `json:"slug,omitempty"`
+	Type        string `json:"type"`
+	Message     struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"message"`
+	IsVisibleInTranscriptOnly bool   `json:"isVisibleInTranscriptOnly"`
+	IsCompactSummary          bool   `json:"isCompactSummary"`
+	UUID                      string `json:"uuid"`
+	Timestamp                 string `json:"timestamp"`
+}
+
+// claudeCodeBlock writes the boundary, the summary and the kept lines.
+// The boundary starts a new chain (parentUuid null) and names the last
+// message as its logical parent, as Claude Code's own does; the copies get
+// uuids derived from the summary's, parentUuids chaining them after it,
+// timestamps after it (so their last is the newest leaf Claude Code
+// resumes from), their tool results' sourceToolAssistantUUID pointed at
+// the copied assistant line, and a message.id of their own, so that no
+// loader joins them with the originals before the boundary.
+func claudeCodeBlock(lines [][]byte, kept []int, wb WriteBack) ([]byte, error) {
+	var meta ccMeta
+	var lastMsg string
+	var last time.Time
+	for _, l := range lines {
+		var rec struct {
+			ccMeta
+			Type        string `json:"type"`
+			UUID        string `json:"uuid"`
+			IsSidechain bool   `json:"isSidechain"`
+			Timestamp   string `json:"timestamp"`
+		}
+		if len(bytes.TrimSpace(l)) == 0 || json.Unmarshal(l, &rec) != nil {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil && t.After(last) {
+			last = t
+		}
+		if rec.IsSidechain {
+			continue
+		}
+		for _, f := range []struct {
+			dst *string
+			v   string
+		}{{&meta.UserType, rec.UserType}, {&meta.CWD, rec.CWD}, {&meta.SessionID, rec.SessionID},
+			{&meta.Version, rec.Version}, {&meta.GitBranch, rec.GitBranch}, {&meta.Slug, rec.Slug}} {
+			if f.v != "" {
+				*f.dst = f.v
+			}
+		}
+		switch rec.Type {
+		case "user", "assistant", "system":
+			if rec.UUID != "" {
+				lastMsg = rec.UUID
+			}
+		}
+	}
+	if meta.SessionID == "" {
+		return nil, fmt.Errorf("%w: no line of the session names its sessionId", ErrNotWritable)
+	}
+	t := recordTime(wb, last)
+	b := ccBoundary{LogicalParentUUID: lastMsg, UserType: meta.UserType, CWD: meta.CWD, SessionID: meta.SessionID,
+		Version: meta.Version, GitBranch: meta.GitBranch, Slug: meta.Slug, Type: "system", Subtype: "compact_boundary",
+		Content: "Conversation compacted", Timestamp: stamp(t), UUID: randomUUID(), Level: "info"}
+	b.CompactMetadata.Trigger, b.CompactMetadata.PreTokens = wb.Trigger, wb.PreTokens
+	sum := ccSummary{ParentUUID: b.UUID, UserType: meta.UserType, CWD: meta.CWD, SessionID: meta.SessionID,
+		Version: meta.Version, GitBranch: meta.GitBranch, Slug: meta.Slug, Type: "user",
+		IsVisibleInTranscriptOnly: true, IsCompactSummary: true, UUID: randomUUID(), Timestamp: stamp(t.Add(time.Millisecond))}
+	sum.Message.Role, sum.Message.Content = "user", wb.Summary
+	var out bytes.Buffer
+	for _, v := range []any{b, sum} {
+		line, err := marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+	}
+	copied := map[string]string{}
+	idSuffix := "-" + sum.UUID[:8]
+	parent := sum.UUID
+	for k, n := range kept {
+		l := lines[n-1]
+		var rec struct {
+			UUID                    string `json:"uuid"`
+			SourceToolAssistantUUID string `json:"sourceToolAssistantUUID"`
+			Message                 struct {
+				ID string `json:"id"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal(l, &rec); err != nil || rec.UUID == "" {
+			return nil, fmt.Errorf("%w: line %d, a kept message, has no uuid", ErrNotWritable, n)
+		}
+		uuid := copyUUID(sum.UUID, rec.UUID)
+		copied[rec.UUID] = uuid
+		set := map[string][]byte{
+			"uuid":       quoted(uuid),
+			"parentUuid": quoted(parent),
+			"timestamp":  quoted(stamp(t.Add(time.Duration(k+2) * time.Millisecond))),
+		}
+		if c, ok := copied[rec.SourceToolAssistantUUID]; ok {
+			set["sourceToolAssistantUUID"] = quoted(c)
+		}
+		if msg, err := copiedMessage(l, rec.Message.ID, idSuffix, wb.Shortened); err != nil {
+			return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
+		} else if msg != nil {
+			set["message"] = msg
+		}
+		line, err := setMembers(l, span{0, len(l)}, nil, set)
+		if err != nil {
+			return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+		parent = uuid
+	}
+	return out.Bytes(), nil
+}
+
+// copiedMessage returns the message object of a copied line: its id given
+// suffix, its shortened tool results replaced; nil when nothing changes.
+func copiedMessage(line []byte, id, suffix string, short map[string]string) ([]byte, error) {
+	ms, err := objectMembers(line, span{0, len(line)})
+	if err != nil {
+		return nil, err
+	}
+	m := find(ms, "message")
+	if m == nil || line[m.val.start] != '{' {
+		return nil, nil
+	}
+	msg := line[m.val.start:m.val.end]
+	if len(short) > 0 {
+		if msg, err = shortenResults(line, m.val, "content", "tool_use_id", "content", short); err != nil {
+			return nil, err
+		}
+	}
+	if id != "" {
+		if msg, err = setMembers(msg, span{0, len(msg)}, nil, map[string][]byte{"id": quoted(id + suffix)}); err != nil {
+			return nil, err
+		}
+	}
+	if bytes.Equal(msg, line[m.val.start:m.val.end]) {
+		return nil, nil
+	}
+	return msg, nil
+}
+
+func quoted(s string) []byte {
+	b, _ := marshal(s)
+	return b
+}
+
+// codexBlock writes the compacted record and the context_compacted event.
+// The replacement history is the pinned items and the kept items as the
+// rollout has them, byte for byte, with the summary between them as a user
+// message; its turn id and the window fields continue those of the
+// rollout.
+func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error) {
+	var last time.Time
+	var sessionStart time.Time
+	var sessionID string
+	var passthrough json.RawMessage
+	var win struct {
+		Number   int    `json:"window_number"`
+		First    string `json:"first_window_id"`
+		WindowID string `json:"window_id"`
+	}
+	for _, l := range lines {
+		var rec struct {
+			Timestamp string `json:"timestamp"`
+			Type      string `json:"type"`
+			Payload   struct {
+				ID          string          `json:"id"`
+				Timestamp   string          `json:"timestamp"`
+				Passthrough json.RawMessage `json:"internal_chat_message_metadata_passthrough"`
+				TurnID      string          `json:"turn_id"`
+			} `json:"payload"`
+		}
+		if len(bytes.TrimSpace(l)) == 0 || json.Unmarshal(l, &rec) != nil {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil && t.After(last) {
+			last = t
+		}
+		switch rec.Type {
+		case "session_meta":
+			sessionID = rec.Payload.ID
+			sessionStart, _ = time.Parse(time.RFC3339Nano, rec.Payload.Timestamp)
+		case "response_item":
+			if len(rec.Payload.Passthrough) > 0 {
+				passthrough = rec.Payload.Passthrough
+			}
+		case "turn_context":
+			if rec.Payload.TurnID != "" {
+				passthrough, _ = marshal(map[string]string{"turn_id": rec.Payload.TurnID})
+			}
+		case "compacted":
+			_ = json.Unmarshal(mustPayload(l), &win)
+		}
+	}
+	t := recordTime(wb, last)
+	seed := sha256.Sum256([]byte("compact-host window\x00" + sessionID + "\x00" + strconv.Itoa(win.Number)))
+	previous := win.WindowID
+	if previous == "" {
+		// The first window's id is never written to the rollout; one is
+		// made for the session's start, the same on every run.
+		if sessionStart.IsZero() {
+			sessionStart = t
+		}
+		previous = uuidV7(sessionStart, seed[:])
+		win.First = previous
+	}
+	var random [16]byte
+	_, _ = rand.Read(random[:])
+
+	hist := make([]json.RawMessage, 0, len(pinned)+1+len(kept))
+	for _, n := range append(pinned, kept...) {
+		if len(hist) == len(pinned) {
+			hist = append(hist, nil) // the summary's place
+		}
+		p := mustPayload(lines[n-1])
+		if p == nil {
+			return nil, fmt.Errorf("%w: line %d, a kept item, has no payload", ErrNotWritable, n)
+		}
+		var kind struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(p, &kind)
+		if len(wb.Shortened) > 0 && strings.HasSuffix(kind.Type, "_output") {
+			if short, ok, err := shortenOne(p, span{0, len(p)}, "call_id", "output", wb.Shortened); err != nil {
+				return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
+			} else if ok {
+				p = short
+			}
+		}
+		hist = append(hist, p)
+	}
+	if len(hist) == len(pinned) {
+		hist = append(hist, nil)
+	}
+	summary := struct {
+		Type        string          `json:"type"`
+		Role        string          `json:"role"`
+		Content     []oaTextPart    `json:"content"`
+		Passthrough json.RawMessage `json:"internal_chat_message_metadata_passthrough,omitempty"`
+	}{"message", "user", []oaTextPart{{"input_text", wb.Summary}}, passthrough}
+	sb, err := marshal(summary)
+	if err != nil {
+		return nil, err
+	}
+	hist[len(pinned)] = sb
+	rec := struct {
+		Timestamp string `json:"timestamp"`
+		Type      string `json:"type"`
+		Payload   struct {
+			Message            string            `json:"message"`
+			ReplacementHistory []json.RawMessage `json:"replacement_history"`
+			WindowNumber       int               `json:"window_number"`
+			FirstWindowID      string            `json:"first_window_id"`
+			PreviousWindowID   string            `json:"previous_window_id"`
+			WindowID           string            `json:"window_id"`
+		} `json:"payload"`
+	}{Timestamp: stamp(t), Type: "compacted"}
+	p := &rec.Payload
+	p.Message, p.ReplacementHistory = wb.Summary, hist
+	p.WindowNumber, p.FirstWindowID, p.PreviousWindowID, p.WindowID = win.Number+1, win.First, previous, uuidV7(t, random[:])
+	event := struct {
+		Timestamp string            `json:"timestamp"`
+		Type      string            `json:"type"`
+		Payload   map[string]string `json:"payload"`
+	}{stamp(t.Add(time.Millisecond)), "event_msg", map[string]string{"type": "context_compacted"}}
+	var out bytes.Buffer
+	for _, v := range []any{rec, event} {
+		line, err := marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+	}
+	return out.Bytes(), nil
+}
+
+type oaTextPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// mustPayload is the raw payload of a rollout line, or nil.
+func mustPayload(line []byte) json.RawMessage {
+	var l codexLine
+	if json.Unmarshal(line, &l) != nil {
+		return nil
+	}
+	return l.Payload
+}
+
+// Compacted returns the conversation as the agent continues it after its
+// latest compaction (its own or one AppendCompaction wrote): the
+// instructions it sends itself, the system messages of the kept history,
+// the summary as a user message with Summary set, the rest of the kept
+// history (Codex's replacement history, or the copies of the kept lines
+// AppendCompaction chains after a Claude Code summary), and the messages
+// written since. A session the agent never compacted is returned as
+// Messages.
+func (s *Session) Compacted() []abi.Message {
+	if len(s.AgentCompactions) == 0 {
+		return s.Messages
+	}
+	c := s.AgentCompactions[len(s.AgentCompactions)-1]
+	var out []abi.Message
+	// Codex sends its base instructions itself; they are never in the
+	// replacement history, unlike the developer messages.
+	inRepl := map[string]bool{}
+	for _, m := range c.Replacement {
+		if m.Role == abi.RoleSystem {
+			inRepl[textOf(m.Content, abi.BlockText)] = true
+		}
+	}
+	for _, m := range s.Messages[:c.FirstKept] {
+		if m.Role != abi.RoleSystem || !m.Pinned {
+			break
+		}
+		if !inRepl[textOf(m.Content, abi.BlockText)] {
+			out = append(out, m)
+		}
+	}
+	// The summary goes where the replacement history has it (Codex keeps
+	// it there), else after the replacement's instructions.
+	i := 0
+	for i < len(c.Replacement) && c.Replacement[i].Role == abi.RoleSystem {
+		i++
+	}
+	out = append(out, c.Replacement[:i]...)
+	if c.Summary != "" && !slices.ContainsFunc(c.Replacement, func(m abi.Message) bool { return m.Summary }) {
+		id := "summary"
+		if c.ID != "" {
+			id += "-" + c.ID
+		}
+		out = append(out, abi.Message{ID: id, Role: abi.RoleUser, Summary: true, Content: []abi.Block{{Type: abi.BlockText, Text: c.Summary}}})
+	}
+	out = append(out, c.Replacement[i:]...)
+	return append(out, s.Messages[c.FirstKept:]...)
+}
