@@ -1,7 +1,7 @@
 # compact-host build targets. `make help` lists them.
 GO ?= go
 
-.PHONY: help build test check bench plugins examples
+.PHONY: help build test check tidy bench plugins examples
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -16,10 +16,30 @@ MODULES := . abi sdk
 test: ## run every test of every module (the README's test command)
 	@for m in $(MODULES); do (cd $$m && $(GO) test ./...) || exit 1; done
 
-check: plugins ## vet, race tests, tidy modules, and embedded plugins matching their sources
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff) || exit 1; done
+check: plugins tidy ## vet, race tests, tidy modules, and embedded plugins matching their sources
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@for m in $(MODULES); do (cd $$m && $(GO) test -race ./...) || exit 1; done
 	@git diff --quiet -- $(BUILTIN_DIR) || { echo "embedded plugins differ from their sources: commit $(BUILTIN_DIR)"; exit 1; }
+
+# go mod tidy ignores go.work (golang/go#50750), and the go.mod files
+# carry no replace (go install ...@version refuses one): each module is
+# tidied against a copy of its go.mod that points the project's other
+# modules at their directories, as go.work does.
+MODULE_PATH := github.com/compact-host/compact-host
+tidy: ## fail if a go.mod or go.sum is not what go mod tidy writes; make tidy TIDY=write fixes them
+	@for m in $(MODULES); do \
+		tmp=$$(mktemp -d) && cp $$m/go.mod $$tmp/ && { [ ! -f $$m/go.sum ] || cp $$m/go.sum $$tmp/; } || exit 1; \
+		others=""; for o in $(filter-out .,$(MODULES)); do [ "$$o" = "$$m" ] || others="$$others $$o"; done; \
+		for o in $$others; do $(GO) mod edit -modfile=$$tmp/go.mod -replace=$(MODULE_PATH)/$$o=$(CURDIR)/$$o || exit 1; done; \
+		if [ "$(TIDY)" = write ]; then \
+			(cd $$m && GOWORK=off $(GO) mod tidy -modfile=$$tmp/go.mod) || exit 1; \
+			for o in $$others; do $(GO) mod edit -modfile=$$tmp/go.mod -dropreplace=$(MODULE_PATH)/$$o || exit 1; done; \
+			cp $$tmp/go.mod $$m/go.mod && { [ ! -f $$tmp/go.sum ] || cp $$tmp/go.sum $$m/go.sum; } || exit 1; \
+		else \
+			(cd $$m && GOWORK=off $(GO) mod tidy -diff -modfile=$$tmp/go.mod) || { rm -rf $$tmp; echo "tidy: $$m is not tidy: make tidy TIDY=write"; exit 1; }; \
+		fi; \
+		rm -rf $$tmp; \
+	done
 
 # Built-in plugins: each plugins/<name>/cmd/<name> becomes an embedded wasm
 # module. The outputs are committed (see RATIONALE.md).

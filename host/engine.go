@@ -12,22 +12,27 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/catalog"
+	"github.com/compact-host/compact-host/host/internal/pluginapi"
 	"github.com/compact-host/compact-host/host/internal/tokens"
 	"github.com/compact-host/compact-host/host/overflow"
-	"github.com/compact-host/compact-host/host/plugin"
 )
 
+// Services is what the engine offers a strategy or truncator during one
+// call: a model completion and token counting. It is the same type as
+// plugin.Services.
+type Services = pluginapi.Services
+
 // Strategy summarizes folded messages. Plugins of every transport
-// implement it; so can a Go value linked into the agent.
+// (*plugin.Plugin) implement it; so can a Go value linked into the agent.
 type Strategy interface {
-	Summarize(ctx context.Context, svc plugin.Services, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error)
+	Summarize(ctx context.Context, svc Services, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error)
 }
 
 // StrategyFunc adapts a function to Strategy.
-type StrategyFunc func(ctx context.Context, svc plugin.Services, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error)
+type StrategyFunc func(ctx context.Context, svc Services, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error)
 
 // Summarize calls f.
-func (f StrategyFunc) Summarize(ctx context.Context, svc plugin.Services, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error) {
+func (f StrategyFunc) Summarize(ctx context.Context, svc Services, req *abi.SummarizeRequest) (*abi.SummarizeResponse, error) {
 	return f(ctx, svc, req)
 }
 

@@ -6,13 +6,12 @@ import (
 	"maps"
 
 	"github.com/compact-host/compact-host/abi"
-	"github.com/compact-host/compact-host/host/plugin"
-	"github.com/compact-host/compact-host/plugins/truncate"
+	"github.com/compact-host/compact-host/plugins/truncate/category"
 )
 
 // Truncator shortens one tool output. Truncator plugins implement it.
 type Truncator interface {
-	Truncate(ctx context.Context, svc plugin.Services, req *abi.TruncateRequest) (*abi.TruncateResponse, error)
+	Truncate(ctx context.Context, svc Services, req *abi.TruncateRequest) (*abi.TruncateResponse, error)
 }
 
 // TruncatorResolver finds the truncator for an output category.
@@ -23,9 +22,19 @@ func WithTruncatorResolver(r TruncatorResolver) Option {
 	return func(e *Engine) { e.truncators = r }
 }
 
-// WithPlugins resolves strategies and truncators from a plugin registry:
-// the built-ins, and the plugins of its watched directory.
-func WithPlugins(reg *plugin.Registry) Option {
+// Plugins is where strategies and truncators are found by name and by
+// output category. *plugin.Registry implements it (S and T are then
+// *plugin.Plugin), so the engine reaches the plugin runtimes only through
+// the registry the caller builds and never links them itself.
+type Plugins[S Strategy, T Truncator] interface {
+	Strategy(ctx context.Context, name string) (S, error)
+	Truncator(ctx context.Context, category string) (T, error)
+}
+
+// WithPlugins resolves strategies and truncators from a plugin registry,
+// such as plugin.NewRegistry's: the built-ins, and the plugins of its
+// watched directory.
+func WithPlugins[S Strategy, T Truncator](reg Plugins[S, T]) Option {
 	return func(e *Engine) {
 		e.resolve = func(name string) (Strategy, error) {
 			p, err := reg.Strategy(context.Background(), name)
@@ -47,7 +56,7 @@ func WithPlugins(reg *plugin.Registry) Option {
 // ToolCategory is the output category of a tool per the engine's
 // configuration: Config.ToolCategories over the defaults of common agents.
 func (e *Engine) ToolCategory(tool string) string {
-	return truncate.CategoryFor(e.categories, tool)
+	return category.For(e.categories, tool)
 }
 
 // TruncateToolOutput caps a tool's output before it enters the session:
@@ -101,7 +110,7 @@ func mergeCategories(over map[string]string) map[string]string {
 	if len(over) == 0 {
 		return nil // CategoryFor's defaults
 	}
-	m := maps.Clone(truncate.DefaultCategories)
+	m := maps.Clone(category.Defaults)
 	maps.Copy(m, over)
 	return m
 }

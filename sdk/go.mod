@@ -24,5 +24,3 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
-
-replace github.com/compact-host/compact-host/abi => ../abi

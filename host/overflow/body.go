@@ -156,8 +156,3 @@ func (d details) hasCode(codes ...string) bool {
 	}
 	return false
 }
-
-func quoteJSON(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}

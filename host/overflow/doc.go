@@ -6,9 +6,10 @@
 // error matters: compacting on a rate limit wastes a summarization call, and
 // retrying an overflow unchanged fails again. Classify works on an HTTP
 // status and a response body; FromError works on an error, whether it is a
-// *provider.Error, an error of the official Anthropic or OpenAI Go SDKs, an
-// error of the caller's own that implements HTTPError, or a plain error whose
-// text carries the provider's message.
+// *provider.Error, an error of the caller's own that implements HTTPError,
+// or any other error whose text carries the status and the provider's
+// message, as the errors of the official Anthropic and OpenAI Go SDKs do.
+// The package imports no SDK: it needs only a status, a code and a body.
 //
 // Recognised, with the messages and codes the providers return: Anthropic
 // (also through Bedrock and Vertex), OpenAI and Azure OpenAI, Google Gemini,

@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strings"
-
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/openai/openai-go"
 )
 
 // Result is what Classify and FromError found.
@@ -50,10 +46,12 @@ func Classify(status int, body []byte) Result {
 	return decide(status, d, len(trimmed) == 0)
 }
 
-// FromError reports whether err is a context overflow. It looks, in order,
-// for an HTTPError in err's chain, the Anthropic and OpenAI SDK error types,
-// and finally the text of err (a status such as "status 400" or "Error
-// code: 400" and any JSON in it are used). Context cancellation and
+// FromError reports whether err is a context overflow. It looks for an
+// HTTPError in err's chain, then reads the text of err (a status such as
+// "status 400", "Error code: 400" or `POST "...": 400 Bad Request` and any
+// JSON in it are used). The errors of the official Anthropic and OpenAI Go
+// SDKs print their status and the provider's JSON, so they are read
+// without this package importing the SDKs. Context cancellation and
 // deadlines are never overflows.
 func FromError(err error) Result {
 	if err == nil {
@@ -63,39 +61,10 @@ func FromError(err error) Result {
 	if errors.As(err, &he) {
 		return Classify(he.HTTPStatus(), he.HTTPBody())
 	}
-	var ae *anthropic.Error
-	if errors.As(err, &ae) {
-		return Classify(ae.StatusCode, []byte(ae.RawJSON()))
-	}
-	var oe *openai.Error
-	if errors.As(err, &oe) {
-		return Classify(oe.StatusCode, openAIBody(oe))
-	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return Result{Reason: "cancelled or timed out, not an overflow"}
 	}
 	return fromText(err.Error())
-}
-
-// openAIBody rebuilds a response body from an *openai.Error. The SDK keeps
-// only the JSON under the body's "error" key, so the envelope is put back.
-func openAIBody(e *openai.Error) []byte {
-	raw := strings.TrimSpace(e.RawJSON())
-	if raw != "" && raw != "null" {
-		return []byte(`{"error":` + raw + `}`)
-	}
-	if e.Message == "" && e.Code == "" && e.Type == "" {
-		return nil
-	}
-	var b strings.Builder
-	b.WriteString(`{"error":{"message":`)
-	b.WriteString(quoteJSON(e.Message))
-	b.WriteString(`,"code":`)
-	b.WriteString(quoteJSON(e.Code))
-	b.WriteString(`,"type":`)
-	b.WriteString(quoteJSON(e.Type))
-	b.WriteString(`}}`)
-	return []byte(b.String())
 }
 
 // Silent reports a silent overflow: a call that succeeded although the

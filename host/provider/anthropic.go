@@ -2,61 +2,81 @@ package provider
 
 import (
 	"context"
+	"net/http"
 	"strings"
-	"time"
-
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/compact-host/compact-host/abi"
 )
 
+const (
+	anthropicBaseURL = "https://api.anthropic.com"
+	// anthropicVersion is the Messages API version the request and
+	// response shapes below follow.
+	anthropicVersion = "2023-06-01"
+)
+
 type anthropicBackend struct {
-	client  anthropic.Client
-	timeout time.Duration
+	hc     *http.Client
+	url    string
+	header http.Header
 }
 
 func newAnthropic(cfg Config) *anthropicBackend {
-	opts := []option.RequestOption{
-		// The SDK otherwise reads ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
-		// profiles and custom headers from the environment; FromEnv is
-		// the one place the host reads the environment.
-		option.WithoutEnvironmentDefaults(),
-		option.WithMaxRetries(0),
-		option.WithHTTPClient(cfg.HTTPClient),
+	base := cfg.BaseURL
+	if base == "" {
+		base = anthropicBaseURL
 	}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
+	h := http.Header{}
+	h.Set("anthropic-version", anthropicVersion)
 	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+		h.Set("x-api-key", cfg.APIKey)
 	}
-	return &anthropicBackend{client: anthropic.NewClient(opts...), timeout: cfg.Timeout}
+	return &anthropicBackend{hc: cfg.HTTPClient, url: strings.TrimRight(base, "/") + "/v1/messages", header: h}
 }
 
-func (b *anthropicBackend) send(ctx context.Context, model string, p prompt, maxTokens int, mw middleware) (*abi.CompleteResponse, error) {
-	params := anthropic.MessageNewParams{
-		Model:     anthropic.Model(model),
-		MaxTokens: int64(maxTokens),
-		Messages:  make([]anthropic.MessageParam, 0, len(p.turns)),
+// The Messages API request and response, as far as a summary needs them.
+type (
+	anthropicText struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
 	}
+	anthropicMessage struct {
+		Role    string          `json:"role"`
+		Content []anthropicText `json:"content"`
+	}
+	anthropicRequest struct {
+		Model     string             `json:"model"`
+		MaxTokens int                `json:"max_tokens"`
+		System    []anthropicText    `json:"system,omitempty"`
+		Messages  []anthropicMessage `json:"messages"`
+	}
+	anthropicResponse struct {
+		Model      string          `json:"model"`
+		Content    []anthropicText `json:"content"`
+		StopReason string          `json:"stop_reason"`
+		Usage      struct {
+			InputTokens              int `json:"input_tokens"`
+			OutputTokens             int `json:"output_tokens"`
+			CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+			CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+		} `json:"usage"`
+	}
+)
+
+func (b *anthropicBackend) send(ctx context.Context, model string, p prompt, maxTokens int, ex *exchange) (*abi.CompleteResponse, error) {
+	req := anthropicRequest{Model: model, MaxTokens: maxTokens, Messages: make([]anthropicMessage, 0, len(p.turns))}
 	if p.system != "" {
-		params.System = []anthropic.TextBlockParam{{Text: p.system}}
+		req.System = []anthropicText{{Type: "text", Text: p.system}}
 	}
 	for _, t := range p.turns {
-		block := anthropic.NewTextBlock(t.text)
+		role := abi.RoleUser
 		if t.role == abi.RoleAssistant {
-			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(block))
-		} else {
-			params.Messages = append(params.Messages, anthropic.NewUserMessage(block))
+			role = abi.RoleAssistant
 		}
+		req.Messages = append(req.Messages, anthropicMessage{Role: role, Content: []anthropicText{{Type: "text", Text: t.text}}})
 	}
-	// The per-attempt context already bounds the call. The explicit
-	// request timeout is passed as well because without one the SDK
-	// refuses non-streaming calls whose max_tokens it expects to take
-	// longer than ten minutes.
-	msg, err := b.client.Messages.New(ctx, params, option.WithMiddleware(mw), option.WithRequestTimeout(b.timeout))
-	if err != nil {
+	var msg anthropicResponse
+	if err := ex.post(ctx, b.hc, b.url, b.header, req, &msg); err != nil {
 		return nil, err
 	}
 	var text strings.Builder
@@ -69,17 +89,17 @@ func (b *anthropicBackend) send(ctx context.Context, model string, p prompt, max
 	// which it reports apart; abi.Usage keeps the same split, so
 	// PromptTokens (the sum) is the whole prompt Anthropic counted.
 	usage := abi.Usage{
-		InputTokens:      int(msg.Usage.InputTokens),
-		OutputTokens:     int(msg.Usage.OutputTokens),
-		CacheReadTokens:  int(msg.Usage.CacheReadInputTokens),
-		CacheWriteTokens: int(msg.Usage.CacheCreationInputTokens),
+		InputTokens:      msg.Usage.InputTokens,
+		OutputTokens:     msg.Usage.OutputTokens,
+		CacheReadTokens:  msg.Usage.CacheReadInputTokens,
+		CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
 	}
-	got := string(msg.Model)
+	got := msg.Model
 	if got == "" {
 		got = model
 	}
 	if strings.TrimSpace(text.String()) == "" {
-		return nil, &EmptyCompletionError{Provider: KindAnthropic, Model: got, StopReason: string(msg.StopReason), Usage: usage}
+		return nil, &EmptyCompletionError{Provider: KindAnthropic, Model: got, StopReason: msg.StopReason, Usage: usage}
 	}
 	return &abi.CompleteResponse{Text: text.String(), Usage: usage, Model: got}, nil
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/overflow"
 	"github.com/compact-host/compact-host/host/provider"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const testKey = "sk-test-0123456789abcdef"
@@ -633,4 +635,15 @@ func TestUnreadableSuccessIsNotRetried(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestOversizedResponseIsRefused(t *testing.T) {
+	// A 200 whose body outgrows any summary: refused, not read to the end.
+	huge := `{"model":"m","pad":"` + strings.Repeat("x", 33<<20) + `"}`
+	srv := newFakeAPI(t, reply(200, huge))
+	c := newClient(t, anthropicAPI.config(srv.URL))
+	_, err := c.Complete(context.Background(), summarizeRequest)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "larger than")
+	assert.Len(t, srv.requests(), 1, "an oversized answer is not retried")
 }

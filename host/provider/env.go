@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/openai/openai-go"
 )
 
 // Environment variables FromEnv reads. The provider-specific ones are the
@@ -26,8 +23,8 @@ const (
 // Default models on the providers' public APIs. A compatible server
 // (OPENAI_BASE_URL) has no default: its models are whatever it serves.
 var (
-	DefaultAnthropicModel = string(anthropic.ModelClaudeSonnet4_5)
-	DefaultOpenAIModel    = openai.ChatModelGPT4_1Mini
+	DefaultAnthropicModel = "claude-sonnet-4-5"
+	DefaultOpenAIModel    = "gpt-4.1-mini"
 )
 
 // FromEnv builds a Config from the environment; getenv is os.Getenv when

@@ -33,11 +33,15 @@ var (
 // maxErrorBody caps how much of an error response is kept.
 const maxErrorBody = 1 << 20
 
+// maxResponseBody caps a completion's response: a summary is a few
+// thousand tokens, so anything near this is not one.
+const maxResponseBody = 32 << 20
+
 // Error is a failed model call that got an HTTP response: it carries the
-// status, the provider's error code and type, and the raw body, which the
-// SDKs' errors do not always keep (openai-go keeps only the JSON under the
-// body's "error" key, and its message text carries neither status nor
-// code). overflow.FromError understands it through overflow.HTTPError.
+// status, the provider's error code and type, and the raw body, whatever
+// its shape (OpenAI's {"error":{...}}, vLLM's {"object":"error",...},
+// Ollama's {"error":"..."}). overflow.FromError understands it through
+// overflow.HTTPError.
 //
 // The API key never appears in an Error: if a server echoes it, it is
 // replaced by "[redacted]" in Message and Body.
@@ -117,8 +121,7 @@ func (e *TimeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
 }
 
-// exchange records the HTTP response of one attempt, seen by a middleware
-// before the SDK parses it.
+// exchange records the HTTP response of one attempt.
 type exchange struct {
 	status int
 	header http.Header
@@ -241,8 +244,8 @@ func redact(b []byte, key string) []byte {
 	return bytes.ReplaceAll(b, []byte(key), []byte(redacted))
 }
 
-// redactedError hides the API key in the text of an error the SDK or the
-// HTTP client produced, keeping the chain for errors.Is and errors.As.
+// redactedError hides the API key in the text of an error the HTTP
+// client produced, keeping the chain for errors.Is and errors.As.
 type redactedError struct {
 	err error
 	key string

@@ -2,18 +2,18 @@ package provider
 
 import (
 	"context"
+	"net/http"
 	"strings"
-
-	"github.com/openai/openai-go"
-	"github.com/openai/openai-go/option"
 
 	"github.com/compact-host/compact-host/abi"
 )
 
-const openAIBaseURL = "https://api.openai.com/v1/"
+const openAIBaseURL = "https://api.openai.com/v1"
 
 type openAIBackend struct {
-	svc openai.ChatCompletionService
+	hc     *http.Client
+	url    string
+	header http.Header
 	// legacyMaxTokens sends max_tokens instead of max_completion_tokens.
 	// OpenAI deprecated max_tokens and its reasoning models reject it;
 	// the compatible servers (Ollama, vLLM, llama.cpp, LM Studio,
@@ -26,46 +26,69 @@ func newOpenAI(cfg Config) *openAIBackend {
 	if base == "" {
 		base = openAIBaseURL
 	}
-	// The service is built directly rather than through openai.NewClient,
-	// which reads OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_ORG_ID and
-	// OPENAI_PROJECT_ID from the environment; FromEnv is the one place
-	// the host reads the environment.
-	opts := []option.RequestOption{
-		option.WithBaseURL(base),
-		option.WithMaxRetries(0),
-		option.WithHTTPClient(cfg.HTTPClient),
-	}
+	h := http.Header{}
 	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+		h.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
 	return &openAIBackend{
-		svc:             openai.NewChatCompletionService(opts...),
+		hc:              cfg.HTTPClient,
+		url:             strings.TrimRight(base, "/") + "/chat/completions",
+		header:          h,
 		legacyMaxTokens: !officialOpenAI(cfg.BaseURL),
 	}
 }
 
-func (b *openAIBackend) send(ctx context.Context, model string, p prompt, maxTokens int, mw middleware) (*abi.CompleteResponse, error) {
-	params := openai.ChatCompletionNewParams{
-		Model:    model,
-		Messages: make([]openai.ChatCompletionMessageParamUnion, 0, len(p.turns)+1),
+// The Chat Completions request and response, as far as a summary needs
+// them.
+type (
+	openAIMessage struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
 	}
+	openAIRequest struct {
+		Model               string          `json:"model"`
+		Messages            []openAIMessage `json:"messages"`
+		MaxTokens           int             `json:"max_tokens,omitempty"`
+		MaxCompletionTokens int             `json:"max_completion_tokens,omitempty"`
+	}
+	openAIResponse struct {
+		Model   string `json:"model"`
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+				Refusal string `json:"refusal"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			CompletionTokens    int `json:"completion_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+)
+
+func (b *openAIBackend) send(ctx context.Context, model string, p prompt, maxTokens int, ex *exchange) (*abi.CompleteResponse, error) {
+	req := openAIRequest{Model: model, Messages: make([]openAIMessage, 0, len(p.turns)+1)}
 	if b.legacyMaxTokens {
-		params.MaxTokens = openai.Int(int64(maxTokens))
+		req.MaxTokens = maxTokens
 	} else {
-		params.MaxCompletionTokens = openai.Int(int64(maxTokens))
+		req.MaxCompletionTokens = maxTokens
 	}
 	if p.system != "" {
-		params.Messages = append(params.Messages, openai.SystemMessage(p.system))
+		req.Messages = append(req.Messages, openAIMessage{Role: abi.RoleSystem, Content: p.system})
 	}
 	for _, t := range p.turns {
+		role := abi.RoleUser
 		if t.role == abi.RoleAssistant {
-			params.Messages = append(params.Messages, openai.AssistantMessage(t.text))
-		} else {
-			params.Messages = append(params.Messages, openai.UserMessage(t.text))
+			role = abi.RoleAssistant
 		}
+		req.Messages = append(req.Messages, openAIMessage{Role: role, Content: t.text})
 	}
-	comp, err := b.svc.New(ctx, params, option.WithMiddleware(mw))
-	if err != nil {
+	var comp openAIResponse
+	if err := ex.post(ctx, b.hc, b.url, b.header, req, &comp); err != nil {
 		return nil, err
 	}
 	// OpenAI's prompt_tokens includes the cached prefix that
@@ -75,11 +98,11 @@ func (b *openAIBackend) send(ctx context.Context, model string, p prompt, maxTok
 	// equals prompt_tokens, what OpenAI counted. OpenAI reports no cache
 	// writes. A server that reports more cached than prompt tokens is
 	// clamped rather than trusted.
-	prompt := int(comp.Usage.PromptTokens)
-	cached := min(max(int(comp.Usage.PromptTokensDetails.CachedTokens), 0), prompt)
+	prompt := comp.Usage.PromptTokens
+	cached := min(max(comp.Usage.PromptTokensDetails.CachedTokens, 0), prompt)
 	usage := abi.Usage{
 		InputTokens:     prompt - cached,
-		OutputTokens:    int(comp.Usage.CompletionTokens),
+		OutputTokens:    comp.Usage.CompletionTokens,
 		CacheReadTokens: cached,
 	}
 	got := comp.Model

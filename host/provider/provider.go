@@ -191,12 +191,9 @@ func New(cfg Config) (Client, error) {
 	return c, nil
 }
 
-// middleware is the type of both SDKs' option.Middleware.
-type middleware = func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error)
-
-// backend is one provider's SDK call.
+// backend is one provider's wire format.
 type backend interface {
-	send(ctx context.Context, model string, p prompt, maxTokens int, mw middleware) (*abi.CompleteResponse, error)
+	send(ctx context.Context, model string, p prompt, maxTokens int, ex *exchange) (*abi.CompleteResponse, error)
 }
 
 type client struct {
@@ -220,7 +217,7 @@ func (c *client) Complete(ctx context.Context, req *abi.CompleteRequest) (*abi.C
 		maxTokens = c.cfg.MaxTokens
 	}
 	return c.retry(ctx, func(ctx context.Context, ex *exchange) (*abi.CompleteResponse, error) {
-		return c.backend.send(ctx, c.model, p, maxTokens, ex.middleware)
+		return c.backend.send(ctx, c.model, p, maxTokens, ex)
 	})
 }
 

@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,15 +15,10 @@ import (
 	"github.com/compact-host/compact-host/host/overflow"
 )
 
-// Retries are done here and the SDKs are built with zero retries. Both
-// SDKs retry on their own (two retries by default) but not alike:
-// anthropic-sdk-go waits out any Retry-After, openai-go ignores one of a
-// minute or more and sleeps without watching the context, both retry 408
-// and 409 and obey x-should-retry, and neither can be told that a 500
-// carrying llama.cpp's exceed_context_size_error is an overflow that will
-// fail again. One loop gives both providers the same behaviour, one place
-// to test it, and the status and body of every attempt (seen by a
-// middleware) to decide with.
+// One retry loop serves both providers: the same behaviour, one place to
+// test it, and the status and body of every attempt to decide with. It
+// knows what a generic client cannot: that a 500 carrying llama.cpp's
+// exceed_context_size_error is an overflow that will fail again.
 
 // retry runs call until it succeeds, fails in a way that is not retried,
 // or MaxRetries retries are spent.
@@ -85,7 +81,7 @@ func (c *client) attempt(ctx context.Context, n int, call func(context.Context, 
 		// No response at all: refused or reset connection, DNS failure.
 		return nil, fmt.Errorf("provider %s: %w", kind, redactErr(err, key)), true, 0
 	default:
-		// A response the SDK could not read as a completion.
+		// A response that could not be read as a completion.
 		return nil, fmt.Errorf("provider %s: HTTP %d: %w", kind, ex.status, redactErr(err, key)), false, 0
 	}
 }
@@ -115,26 +111,51 @@ func backoff(base, max time.Duration, attempt int, retryAfter time.Duration) (d 
 	return d, true
 }
 
-// middleware records the status and headers of the response and, for an
-// error response, its body, before the SDK parses it. The status of an
-// error response is recorded only once its body is read, so a stall while
+// post sends one JSON request and decodes a 2xx answer into out,
+// recording the response's status and headers, and an error response's
+// body, in ex for the retry loop to decide with. The status of an error
+// response is recorded only once its body is read, so a stall while
 // reading it counts as a timeout.
-func (ex *exchange) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil || res == nil {
-		return res, err
+func (ex *exchange) post(ctx context.Context, hc *http.Client, url string, header http.Header, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
 	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header = header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "compact-host")
+	res, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
 	ex.header = res.Header.Clone()
-	if res.StatusCode < 400 {
-		ex.status = res.StatusCode
-		return res, nil
+	if res.StatusCode >= 400 {
+		b, err := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+		if err != nil {
+			return err
+		}
+		ex.status, ex.body = res.StatusCode, b
+		return fmt.Errorf("HTTP %d", res.StatusCode)
 	}
-	body, rerr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	res.Body.Close()
-	if rerr != nil {
-		return nil, rerr
+	b, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBody+1))
+	if err != nil {
+		return err
 	}
-	ex.status, ex.body = res.StatusCode, body
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	return res, nil
+	ex.status = res.StatusCode
+	if res.StatusCode/100 != 2 {
+		return fmt.Errorf("unexpected status %s", res.Status)
+	}
+	if len(b) > maxResponseBody {
+		return fmt.Errorf("response larger than %d bytes", maxResponseBody)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("reading the response: %w", err)
+	}
+	return nil
 }

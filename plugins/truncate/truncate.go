@@ -7,60 +7,33 @@
 package truncate
 
 import (
-	"strings"
-
+	"github.com/compact-host/compact-host/plugins/truncate/category"
 	"github.com/compact-host/compact-host/sdk"
 )
 
 // Name is the plugin's name.
 const Name = "truncate"
 
-// Output categories this plugin truncates.
+// Output categories this plugin truncates; package category holds the
+// table of tool names, so the engine reads it without linking the plugin.
 const (
-	// HeadTail keeps the first and last lines: shell output, where the
-	// command echo and the final status matter most.
-	HeadTail = "head-tail"
-	// MatchList keeps the leading lines: search results.
-	MatchList = "match-list"
-	// FileContent keeps a balanced head and tail: a file being read.
-	FileContent = "file-content"
-	// Generic keeps the head, cut at a line boundary.
-	Generic = "generic"
+	HeadTail    = category.HeadTail
+	MatchList   = category.MatchList
+	FileContent = category.FileContent
+	Generic     = category.Generic
 )
 
 // Categories lists the categories the truncator handles.
 var Categories = []string{HeadTail, MatchList, FileContent, Generic}
 
 // DefaultCategories maps the tool names of common agents to the category
-// of their output. A tool not listed is Generic. Hosts start from this
-// map and let their configuration override it; look names up with
-// CategoryFor, which also matches case-insensitively.
-var DefaultCategories = map[string]string{
-	"Bash": HeadTail, "bash": HeadTail, "shell": HeadTail, "exec_command": HeadTail,
-	"run_terminal_cmd": HeadTail, "execute_command": HeadTail, "run_command": HeadTail, "terminal": HeadTail,
-	"Grep": MatchList, "Glob": MatchList, "grep": MatchList, "glob": MatchList, "rg": MatchList,
-	"search": MatchList, "grep_search": MatchList, "file_search": MatchList, "codebase_search": MatchList,
-	"Read": FileContent, "read_file": FileContent, "view": FileContent, "View": FileContent,
-	"NotebookRead": FileContent, "open_file": FileContent,
-}
+// of their output; it is category.Defaults.
+var DefaultCategories = category.Defaults
 
 // CategoryFor returns the category of a tool's output per m (nil: the
 // DefaultCategories), matching the name exactly, then case-insensitively,
 // and Generic for a tool m does not list.
-func CategoryFor(m map[string]string, tool string) string {
-	if m == nil {
-		m = DefaultCategories
-	}
-	if c, ok := m[tool]; ok {
-		return c
-	}
-	for name, c := range m {
-		if strings.EqualFold(name, tool) {
-			return c
-		}
-	}
-	return Generic
-}
+func CategoryFor(m map[string]string, tool string) string { return category.For(m, tool) }
 
 // New returns the truncate plugin: the digest strategy and the truncator
 // for the four categories.

@@ -8,9 +8,13 @@ import (
 	"github.com/compact-host/compact-host/abi"
 )
 
-// Services is the host's side of one plugin call; host/plugin.Services has
-// the same method set.
+// Services is the host's side of one plugin call. host.Services and
+// plugin.Services are aliases of it: one type, so the engine (which must
+// not import the plugin runtimes) and the runtimes agree on the method
+// signatures of Strategy and Truncator.
 type Services interface {
+	// Complete returns an *abi.Error with code abi.CodeNoModel when no
+	// model is configured.
 	Complete(ctx context.Context, req *abi.CompleteRequest) (*abi.CompleteResponse, error)
 	CountTokens(ctx context.Context, text string) (int, error)
 }
