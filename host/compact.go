@@ -461,11 +461,10 @@ func (e *Engine) emergency(s *Session, before, overhead int) (Compaction, error)
 
 // fileOpsBefore is the cumulative file operations of msgs[:cut].
 func (s *Session) fileOpsBefore(cut int) abi.FileOps {
-	ops := newFileOps(nil)
-	for i := 0; i < cut; i++ {
-		ops.replay(s.msgs[i].files)
+	if cut >= len(s.msgs) {
+		return s.files.snapshot()
 	}
-	return ops.snapshot()
+	return s.files.before(s.msgs[cut].fileSeq + 1)
 }
 
 // breaker counts a strategy's consecutive failures.

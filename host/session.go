@@ -139,8 +139,9 @@ type msgState struct {
 	tokens int // estimate of the message as the view shows it (prunes applied)
 	// pruned holds replacement text of tool_result blocks by block index.
 	pruned map[int]string
-	// files are the file operations of the message's tool calls.
-	files []fileOp
+	// fileSeq is the count of file operations recorded before the
+	// message's own: fileOps.before(fileSeq+1) is the state before it.
+	fileSeq int
 }
 
 // Session is a conversation and its compaction history. Its methods are
@@ -286,7 +287,8 @@ func (s *Session) appendLocked(m Message, persist bool) error {
 	if isRequest(&m) {
 		s.requests = append(s.requests, i)
 	}
-	s.msgs[i].files = s.files.observe(&m)
+	s.msgs[i].fileSeq = s.files.seq
+	s.files.observe(&m)
 	if s.suppressedAt >= 0 && i >= s.suppressedAt {
 		s.suppressedAt = -1 // new content arrived
 	}
