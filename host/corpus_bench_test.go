@@ -77,8 +77,8 @@ func BenchmarkAppendCorpus(b *testing.B) {
 	}
 }
 
-// BenchmarkPlanCorpus plans a compaction of a 10,000-message session made
-// of a corpus session's messages repeated (IDs renamed), keeping the newest
+// BenchmarkPlanCorpus is Engine.Plan on a 10,000-message session made of
+// a corpus session's messages repeated (IDs renamed), keeping the newest
 // 40,000 tokens. Target: ≤ 200 µs.
 func BenchmarkPlanCorpus(b *testing.B) {
 	for _, name := range corpusFiles {
@@ -86,7 +86,7 @@ func BenchmarkPlanCorpus(b *testing.B) {
 			e, s := repeatedSession(b, corpusMessages(b, name), 10000)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := e.makePlan(s, 40000); err != nil {
+				if _, err := e.Plan(s, CompactOptions{KeepRecentTokens: 40000}); err != nil {
 					require.NoError(b, err)
 				}
 			}

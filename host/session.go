@@ -257,7 +257,7 @@ func (s *Session) appendLocked(m Message, persist bool) error {
 	}
 	i := len(s.msgs)
 	s.index[m.ID] = i
-	if n, err := strconv.Atoi(strings.TrimPrefix(m.ID, "m")); err == nil && strings.HasPrefix(m.ID, "m") && n > s.nextID {
+	if n, ok := generatedID(m.ID); ok && n > s.nextID {
 		s.nextID = n
 	}
 	st := msgState{msg: m, tokens: tokens.Message(s.counter, &m)}
@@ -293,6 +293,24 @@ func (s *Session) appendLocked(m Message, persist bool) error {
 		s.suppressedAt = -1 // new content arrived
 	}
 	return nil
+}
+
+// generatedID is n for an ID of the form the session gives, "m<n>". It
+// checks the form before strconv.Atoi, whose error for every other ID (a
+// UUID, a provider's ID) costs an allocation per message.
+func generatedID(id string) (int, bool) {
+	if len(id) < 2 || id[0] != 'm' {
+		return 0, false
+	}
+	for i := 1; i < len(id); i++ {
+		if c := id[i]; c < '0' || c > '9' {
+			if i > 1 || (c != '+' && c != '-') {
+				return 0, false
+			}
+		}
+	}
+	n, err := strconv.Atoi(id[1:])
+	return n, err == nil
 }
 
 // isRequest reports whether m is a user message that asks for something:
