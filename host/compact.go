@@ -65,13 +65,13 @@ type plan struct {
 	// history and prefix are the folded messages as the view shows them;
 	// collect fills them, for the strategies, after makePlan.
 	history, prefix []Message
-	previous         string
-	files            abi.FileOps
-	latestRequest    string // text of the latest request, when it is folded
-	folded           int
-	generation       int
-	before           int
-	turnNo           int
+	previous        string
+	files           abi.FileOps
+	latestRequest   string // text of the latest request, when it is folded
+	folded          int
+	generation      int
+	before          int
+	turnNo          int
 }
 
 func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
