@@ -1,14 +1,13 @@
 package host
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"sort"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/jsonscan"
 )
 
 // FileTools names the tools whose calls read or modify files, beyond the
@@ -451,18 +450,16 @@ func looksLikePath(s string) bool {
 type toolArgs struct {
 	input []byte
 	raw   string // the input itself, when it is a JSON string
-	// spans of the last value of each wanted key, as encoding/json into
-	// a map keeps the last of duplicate keys; end 0 when absent.
-	vals [len(argKeys)]argSpan
+	// the last value of each wanted key, as encoding/json into a map keeps
+	// the last of duplicate keys; End 0 when absent.
+	vals [len(argKeys)]jsonscan.Member
 }
-
-// argSpan is where a value is in the input and, for a string, what
-// scanString found in it.
-type argSpan struct{ start, end, esc int }
 
 // argKeys are the input members any kind reads: the path keys, then the
 // command, patch and shell keys.
 var argKeys = [...]string{"file_path", "path", "filePath", "notebook_path", "target_file", "filename", "file", "command", "cmd", "input", "patch", "content"}
+
+const argCommand = 7 // index of "command" in argKeys
 
 func argKey(k []byte) int {
 	for i, w := range argKeys {
@@ -478,10 +475,10 @@ func (a *toolArgs) str(key string) string {
 	for i, w := range argKeys {
 		if w == key {
 			v := a.vals[i]
-			if v.end == 0 || a.input[v.start] != '"' {
+			if v.End == 0 || a.input[v.Start] != '"' {
 				return ""
 			}
-			return stringValue(a.input[v.start:v.end], v.esc)
+			return jsonscan.StringValue(a.input[v.Start:v.End], v.ValFlags)
 		}
 	}
 	return ""
@@ -490,383 +487,67 @@ func (a *toolArgs) str(key string) string {
 // commandList joins the string elements of a command given as an array
 // (Codex's ["bash", "-lc", "..."]).
 func (a *toolArgs) commandList() string {
-	v := a.vals[7] // "command"
-	if v.end == 0 || a.input[v.start] != '[' {
+	v := a.vals[argCommand]
+	if v.End == 0 || a.input[v.Start] != '[' {
 		return ""
 	}
 	var parts []string
-	b := a.input[:v.end]
-	i := skipWS(b, v.start+1)
-	for i < v.end && b[i] != ']' {
-		end, _ := scanValue(b, i, 1)
+	b := a.input[:v.End]
+	i := jsonscan.SkipWS(b, v.Start+1)
+	for i < v.End && b[i] != ']' {
+		end, _ := jsonscan.Scanner{}.Value(b, i)
 		if b[i] == '"' {
-			s, _ := decodeString(b[i:end])
+			s, _ := jsonscan.DecodeString(b[i:end])
 			parts = append(parts, s)
 		}
-		i = skipWS(b, end)
-		if i < v.end && b[i] == ',' {
-			i = skipWS(b, i+1)
+		i = jsonscan.SkipWS(b, end)
+		if i < v.End && b[i] == ',' {
+			i = jsonscan.SkipWS(b, i+1)
 		}
 	}
 	return strings.Join(parts, " ")
 }
 
-// maxScanDepth is the nesting the scanner follows; deeper input goes to
-// encoding/json.
-const maxScanDepth = 64
+// argScanner reads tool inputs as encoding/json decodes them into a map,
+// numbers as float64.
+var argScanner = jsonscan.Scanner{Float64: true}
 
 // toolArgsOf scans input for the members toolFileOps reads. ok is false
-// when the scanner declines (escaped keys, deep nesting) and the input must
-// be decoded; invalid JSON is read as encoding/json reads it: no members.
+// when the scanner declines (escaped or non-ASCII keys, deep nesting, big
+// numbers) and the input must be decoded; invalid JSON is read as
+// encoding/json reads it: no members.
 func toolArgsOf(input []byte) (a toolArgs, ok bool) {
 	a.input = input
-	i := skipWS(input, 0)
+	i := jsonscan.SkipWS(input, 0)
 	if i == len(input) {
 		return a, true
 	}
 	switch input[i] {
 	case '"':
-		end, ok := scanString(input, i)
-		if ok < 0 || skipWS(input, end) != len(input) {
-			return toolArgs{input: input}, true
+		end, flags := jsonscan.String(input, i)
+		if flags >= 0 && jsonscan.SkipWS(input, end) == len(input) {
+			a.raw = jsonscan.StringValue(input[i:end], flags)
 		}
-		s, ok2 := decodeString(input[i:end])
-		if !ok2 {
-			return a, false
-		}
-		a.raw = s
 		return a, true
 	case '{':
 	default:
 		return a, true // null, an array or a number: nothing to read
 	}
-	i = skipWS(input, i+1)
-	if i < len(input) && input[i] == '}' {
-		if skipWS(input, i+1) != len(input) {
-			return toolArgs{input: input}, true
-		}
-		return a, true
-	}
-	for {
-		if i >= len(input) || input[i] != '"' {
-			return toolArgs{input: input}, true
-		}
-		kend, kesc := scanString(input, i)
-		if kesc < 0 {
-			return toolArgs{input: input}, true
-		}
-		if kesc > 0 {
-			return a, false // an escaped or non-ASCII key: let encoding/json read it
-		}
-		key := argKey(input[i+1 : kend-1])
-		i = skipWS(input, kend)
-		if i >= len(input) || input[i] != ':' {
-			return toolArgs{input: input}, true
-		}
-		vs := skipWS(input, i+1)
-		var ve, st, esc int
-		if key >= 0 && vs < len(input) && input[vs] == '"' {
-			// A wanted string: keep what decoding it needs to know.
-			if ve, esc = scanString(input, vs); esc < 0 {
-				st = scanBad
-			}
-		} else {
-			ve, st = scanValue(input, vs, 1)
-		}
-		switch {
-		case st == scanDeep:
-			return a, false
-		case st == scanBad:
-			return toolArgs{input: input}, true
-		}
-		if key >= 0 {
-			a.vals[key] = argSpan{vs, ve, esc}
-		}
-		i = skipWS(input, ve)
-		if i < len(input) && input[i] == ',' {
-			i = skipWS(input, i+1)
-			continue
-		}
-		if i < len(input) && input[i] == '}' && skipWS(input, i+1) == len(input) {
-			return a, true
-		}
+	var buf [16]jsonscan.Member
+	members, st := argScanner.Members(input, buf[:0])
+	switch st {
+	case jsonscan.Undecided:
+		return a, false
+	case jsonscan.Bad:
 		return toolArgs{input: input}, true
 	}
-}
-
-// Scanner results.
-const (
-	scanOK = iota
-	scanBad
-	scanDeep
-)
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// What scanString found in a string.
-const (
-	strEscape   = 1 << iota // a backslash escape
-	strNonASCII             // a byte of a multi-byte (or invalid) UTF-8 sequence
-)
-
-// scanString returns the offset past the JSON string starting at b[i] ==
-// '"' and what it holds (strEscape, strNonASCII), or -1 for an invalid
-// string.
-func scanString(b []byte, i int) (end, esc int) {
-	var high uint64
-	for j := i + 1; j < len(b); j++ {
-		// Eight bytes at a time while none ends the string, escapes or is
-		// a control character.
-		for j+8 <= len(b) {
-			w := binary.LittleEndian.Uint64(b[j:])
-			if hasZero(w^(lsb*'"'))|hasZero(w^(lsb*'\\'))|hasLess(w, 0x20) != 0 {
-				break
-			}
-			high |= w
-			j += 8
+	for _, m := range members {
+		if m.KeyFlags != 0 {
+			return a, false // an escaped or non-ASCII key: let encoding/json read it
 		}
-		if high&msb != 0 {
-			esc |= strNonASCII
-		}
-		if j >= len(b) {
-			break
-		}
-		c := b[j]
-		switch {
-		case c == '"':
-			return j + 1, esc
-		case c == '\\':
-			esc |= strEscape
-			j++
-			if j >= len(b) {
-				return 0, -1
-			}
-			switch b[j] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if j+4 >= len(b) || hex4(b[j+1:]) < 0 {
-					return 0, -1
-				}
-				j += 4
-			default:
-				return 0, -1
-			}
-		case c < 0x20:
-			return 0, -1
-		case c >= utf8.RuneSelf:
-			esc |= strNonASCII
+		if k := argKey(m.Key); k >= 0 {
+			a.vals[k] = m
 		}
 	}
-	return 0, -1
-}
-
-// Bit tricks on eight bytes at once (Hacker's Delight 6-1): hasZero is
-// non-zero when a byte of w is zero, hasLess when one is below n <= 128.
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-func hasZero(w uint64) uint64 { return (w - lsb) &^ w & msb }
-
-func hasLess(w, n uint64) uint64 { return (w - lsb*n) &^ w & msb }
-
-// decodeString is the value of the JSON string s (quotes included) as
-// encoding/json decodes it.
-func decodeString(s []byte) (string, bool) {
-	_, esc := scanString(s, 0)
-	if esc < 0 {
-		return "", false
-	}
-	return stringValue(s, esc), true
-}
-
-// stringValue decodes the valid JSON string s, in which scanString found esc.
-func stringValue(s []byte, esc int) string {
-	if esc == 0 || esc == strNonASCII && utf8.Valid(s) {
-		return string(s[1 : len(s)-1])
-	}
-	return unquote(s[1 : len(s)-1])
-}
-
-// unquote decodes the body of a valid JSON string as encoding/json does:
-// escapes resolved, an unpaired surrogate escape and each byte of invalid
-// UTF-8 read as U+FFFD.
-func unquote(s []byte) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\\':
-			switch s[i+1] {
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				r := rune(hex4(s[i+2:]))
-				i += 6
-				if utf16.IsSurrogate(r) {
-					r2 := rune(-1)
-					if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-						r2 = rune(hex4(s[i+2:]))
-					}
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r = d
-						i += 6
-					} else {
-						r = utf8.RuneError
-					}
-				}
-				out = utf8.AppendRune(out, r)
-				continue
-			default: // ", \ and /
-				out = append(out, s[i+1])
-			}
-			i += 2
-		case c < utf8.RuneSelf:
-			out = append(out, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(s[i:])
-			out = utf8.AppendRune(out, r)
-			i += size
-		}
-	}
-	return string(out)
-}
-
-// scanValue returns the offset past the JSON value at b[i], checking it as
-// encoding/json would.
-func scanValue(b []byte, i, depth int) (int, int) {
-	if i >= len(b) {
-		return 0, scanBad
-	}
-	switch c := b[i]; {
-	case c == '"':
-		end, esc := scanString(b, i)
-		if esc < 0 {
-			return 0, scanBad
-		}
-		return end, scanOK
-	case c == '{' || c == '[':
-		if depth >= maxScanDepth {
-			return 0, scanDeep
-		}
-		closing := byte('}')
-		if c == '[' {
-			closing = ']'
-		}
-		i = skipWS(b, i+1)
-		if i < len(b) && b[i] == closing {
-			return i + 1, scanOK
-		}
-		for {
-			if c == '{' {
-				if i >= len(b) || b[i] != '"' {
-					return 0, scanBad
-				}
-				end, esc := scanString(b, i)
-				if esc < 0 {
-					return 0, scanBad
-				}
-				i = skipWS(b, end)
-				if i >= len(b) || b[i] != ':' {
-					return 0, scanBad
-				}
-				i = skipWS(b, i+1)
-			}
-			end, st := scanValue(b, i, depth+1)
-			if st != scanOK {
-				return 0, st
-			}
-			i = skipWS(b, end)
-			if i >= len(b) {
-				return 0, scanBad
-			}
-			if b[i] == closing {
-				return i + 1, scanOK
-			}
-			if b[i] != ',' {
-				return 0, scanBad
-			}
-			i = skipWS(b, i+1)
-		}
-	case c == 't':
-		return scanLiteral(b, i, "true")
-	case c == 'f':
-		return scanLiteral(b, i, "false")
-	case c == 'n':
-		return scanLiteral(b, i, "null")
-	default:
-		return scanNumber(b, i)
-	}
-}
-
-func scanLiteral(b []byte, i int, lit string) (int, int) {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return 0, scanBad
-	}
-	return i + len(lit), scanOK
-}
-
-// scanNumber checks JSON's number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-// A number with an exponent or of many digits may not fit a float64,
-// which fails encoding/json's decoding into a map: encoding/json decides.
-func scanNumber(b []byte, i int) (int, int) {
-	start := i
-	digits := func(i int) (int, bool) {
-		j := i
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-		}
-		return j, j > i
-	}
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	if i >= len(b) {
-		return 0, scanBad
-	}
-	if b[i] == '0' {
-		i++
-	} else {
-		j, ok := digits(i)
-		if !ok {
-			return 0, scanBad
-		}
-		i = j
-	}
-	if i < len(b) && b[i] == '.' {
-		j, ok := digits(i + 1)
-		if !ok {
-			return 0, scanBad
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if _, ok := digits(i); !ok {
-			return 0, scanBad
-		}
-		return 0, scanDeep
-	}
-	if i-start > 300 {
-		return 0, scanDeep
-	}
-	return i, scanOK
+	return a, true
 }

@@ -311,24 +311,6 @@ func TestFileOpsBeforeSynthetic(t *testing.T) {
 	assert.NotEmpty(t, ref.modified)
 }
 
-func FuzzDecodeString(f *testing.F) {
-	for _, s := range []string{`"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\ud83d\ude00"`, `"\ud800"`, `"\ud800\u0041"`, `"\udc00\ud800"`, "\"bad \xff\xfe\"", "\"cut \xe2\x82\"", `"déjà"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, s []byte) {
-		var want string
-		werr := json.Unmarshal(s, &want)
-		end, esc := scanString(append(s, 0), 0)
-		if len(s) == 0 || s[0] != '"' || esc < 0 || end != len(s) {
-			return // not one whole string
-		}
-		require.NoError(t, werr, "the scanner accepted %q", s)
-		got, ok := decodeString(s)
-		assert.True(t, ok)
-		assert.Equal(t, want, got, "%q", s)
-	})
-}
-
 func TestShellWordsUnicodeBlanks(t *testing.T) {
 	for _, seg := range []string{"cat a.go", "  cat\t'a.go'  \"b.go\" ", "cat\u00a0a.go b.go", "cat déjà.go\u2003x.go", "sed -n 1p\vf.go"} {
 		var want []string
