@@ -47,7 +47,7 @@ func readClaudeCode(r *bufio.Reader, s *Session) error {
 	pendingSummary := -1 // compaction waiting for its summary message
 	err := readJSONL(r, ClaudeCode, func(line []byte, n int) error {
 		var rec ccRecord
-		if err := json.Unmarshal(line, &rec); err != nil {
+		if err := decode(line, &rec); err != nil {
 			return err
 		}
 		switch rec.Type {

@@ -143,11 +143,11 @@ func codexOutput(raw json.RawMessage, skipped map[string]int) (string, error) {
 	switch raw[0] {
 	case '"':
 		var s string
-		err := json.Unmarshal(raw, &s)
+		err := decode(raw, &s)
 		return s, err
 	case '[':
 		var parts []oaPart
-		if err := json.Unmarshal(raw, &parts); err != nil {
+		if err := decode(raw, &parts); err != nil {
 			return "", err
 		}
 		return flatten(oaParts(parts, skipped, false)), nil
@@ -156,7 +156,7 @@ func codexOutput(raw json.RawMessage, skipped map[string]int) (string, error) {
 			Output  *string `json:"output"`
 			Content *string `json:"content"`
 		}
-		if err := json.Unmarshal(raw, &o); err == nil {
+		if err := decode(raw, &o); err == nil {
 			if o.Output != nil {
 				return *o.Output, nil
 			}
@@ -178,7 +178,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 	b := newCodexBuilder(s.Skipped)
 	err := readJSONL(r, Codex, func(line []byte, n int) error {
 		var l codexLine
-		if err := json.Unmarshal(line, &l); err != nil {
+		if err := decode(line, &l); err != nil {
 			return err
 		}
 		id := Codex + "-" + strconv.Itoa(n)
@@ -193,7 +193,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 					Text string `json:"text"`
 				} `json:"base_instructions"`
 			}
-			if err := json.Unmarshal(l.Payload, &meta); err != nil {
+			if err := decode(l.Payload, &meta); err != nil {
 				return fmt.Errorf("session_meta: %s", jsonReason(err))
 			}
 			text := meta.Instructions
@@ -206,7 +206,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 			}
 		case "response_item":
 			var it codexItem
-			if err := json.Unmarshal(l.Payload, &it); err != nil {
+			if err := decode(l.Payload, &it); err != nil {
 				return fmt.Errorf("response_item: %s", jsonReason(err))
 			}
 			return b.item(&it, id)
@@ -215,7 +215,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 				Message     string      `json:"message"`
 				Replacement []codexItem `json:"replacement_history"`
 			}
-			if err := json.Unmarshal(l.Payload, &c); err != nil {
+			if err := decode(l.Payload, &c); err != nil {
 				return fmt.Errorf("compacted: %s", jsonReason(err))
 			}
 			b.close()
@@ -232,7 +232,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 			var ev struct {
 				Type string `json:"type"`
 			}
-			if err := json.Unmarshal(l.Payload, &ev); err != nil {
+			if err := decode(l.Payload, &ev); err != nil {
 				return fmt.Errorf("event_msg: %s", jsonReason(err))
 			}
 			if ev.Type != "token_count" {
@@ -240,7 +240,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 				return nil
 			}
 			var tc codexTokenCount
-			if err := json.Unmarshal(l.Payload, &tc); err != nil {
+			if err := decode(l.Payload, &tc); err != nil {
 				return fmt.Errorf("token_count: %s", jsonReason(err))
 			}
 			// A token_count ends a model response.

@@ -1,0 +1,95 @@
+package formats
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// decodeTargets are the types the readers decode records into.
+var decodeTargets = []func() any{
+	func() any { return new(ccRecord) },
+	func() any { return new(codexLine) },
+	func() any { return new(codexItem) },
+	func() any { return new(copilotEvent) },
+	func() any { return new(copilotData) },
+	func() any { return new(canonicalLine) },
+	func() any { return new(abi.Message) },
+	func() any { return new([]apiBlock) },
+	func() any { return new(string) },
+}
+
+// assertDecodesAsJSON checks decode against json.Unmarshal for every
+// target: the same value, or an error with the same message.
+func assertDecodesAsJSON(t *testing.T, data []byte) {
+	t.Helper()
+	for _, target := range decodeTargets {
+		want, got := target(), target()
+		werr := json.Unmarshal(data, want)
+		gerr := decode(data, got)
+		if werr != nil {
+			require.Error(t, gerr, "%T: decode accepted %q", got, data)
+			assert.Equal(t, werr.Error(), gerr.Error(), "%T: %q", got, data)
+			continue
+		}
+		require.NoError(t, gerr, "%T: %q", got, data)
+		assert.True(t, reflect.DeepEqual(want, got), "%T: %q\njson:   %#v\ndecode: %#v", got, data, want, got)
+	}
+}
+
+var decodeSeeds = []string{
+	`{}`, `null`, `[]`, `"text"`, ` "pad" `, "\v{}", `{"type":"user","message":{"id":"m1","content":"hi"}}`,
+	`{"type":"assistant","isSidechain":true,"message":{"content":[{"type":"text","text":"a\nb"},{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}]}}`,
+	`{"Type":"user","MESSAGE":{"content":[]}}`, `{"type":"user","type":"assistant"}`, `{"typ\u0065":"x"}`, `{"type":5}`, `{"type":null,"message":null}`,
+	`{"isSidechain":"yes"}`, `{"isSidechain":null}`, `{"compactMetadata":{"trigger":"auto","preTokens":12.5}}`, `{"compactMetadata":{"preTokens":-0}}`,
+	`{"compactMetadata":{"preTokens":99999999999999999999}}`, `{"payload":null}`, `{"payload": {"a":1} }`, `{"type":"response_item","payload":{"type":"message","content":[{"type":"output_text","text":"x"}],"encrypted_content":null}}`,
+	`[{"type":"text","text":"a"},{"type":"tool_result","content":[{"type":"text","text":"b"}],"is_error":true}]`, `[1]`, `[{"type":"text"},]`,
+	`{"data":{"toolRequests":[{"toolCallId":"c","arguments":"{}"}],"result":{"content":"ok"}}}`, "{\"text\":\"bad \xff\"}", `{"text":"\ud800"}`,
+	`{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],"pinned":true}`, `{"id":1}`, `{"content":"s"}`,
+}
+
+func TestDecodeMatchesJSON(t *testing.T) {
+	for _, s := range decodeSeeds {
+		assertDecodesAsJSON(t, []byte(s))
+	}
+}
+
+// TestDecodeCorpusLines compares decode with json.Unmarshal on every line of
+// the corpus JSONL files, as every record type.
+func TestDecodeCorpusLines(t *testing.T) {
+	for _, c := range corpus {
+		if !strings.HasSuffix(c.file, ".jsonl") {
+			continue
+		}
+		t.Run(c.file, func(t *testing.T) {
+			f, err := os.Open(corpusPath(t, c.file))
+			require.NoError(t, err)
+			defer f.Close()
+			sc := bufio.NewScanner(f)
+			sc.Buffer(nil, maxLineSize)
+			for sc.Scan() {
+				assertDecodesAsJSON(t, sc.Bytes())
+				var l codexLine
+				if json.Unmarshal(sc.Bytes(), &l) == nil && len(l.Payload) > 0 {
+					assertDecodesAsJSON(t, l.Payload)
+				}
+			}
+			require.NoError(t, sc.Err())
+		})
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { assertDecodesAsJSON(t, data) })
+}
