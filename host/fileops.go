@@ -325,6 +325,9 @@ func shellOps(cmd string) []fileOp {
 	for rest := cmd; rest != ""; {
 		var seg string
 		seg, rest = nextShellSegment(rest)
+		if quietSegment(seg) {
+			continue
+		}
 		words = shellWords(seg, words[:0])
 		for i := 0; i < len(words); i++ {
 			if (words[i] == ">" || words[i] == ">>") && i+1 < len(words) && looksLikePath(words[i+1]) {
@@ -386,6 +389,53 @@ func mayTouchFiles(cmd string) bool {
 	return false
 }
 
+// quietSegment reports that shellOps finds nothing in seg without
+// splitting it into words: no redirection, and a first word that is none of
+// the programs it reads (the lines of a here-document, mostly). It is
+// false whenever it cannot tell cheaply.
+func quietSegment(seg string) bool {
+	if strings.IndexByte(seg, '>') >= 0 {
+		return false
+	}
+	i := 0
+	for i < len(seg) && seg[i] < utf8.RuneSelf && asciiSpace[seg[i]] {
+		i++
+	}
+	j := i
+	for ; j < len(seg); j++ {
+		if seg[j] >= utf8.RuneSelf {
+			return false // maybe a Unicode blank: leave it to shellWords
+		}
+		if asciiSpace[seg[j]] {
+			break
+		}
+	}
+	first := trimQuotes(seg[i:j])
+	if first == "" {
+		return i == j && j == len(seg) // a blank segment; an empty quoted word is skipped by shellWords
+	}
+	if k := strings.LastIndex(first, "/"); k >= 0 {
+		first = first[k+1:]
+	}
+	for _, p := range shellPrograms {
+		if first == p {
+			return false
+		}
+	}
+	return true
+}
+
+// trimQuotes is strings.Trim(w, `"'`) without building a cutset.
+func trimQuotes(w string) string {
+	for len(w) > 0 && (w[0] == '"' || w[0] == '\'') {
+		w = w[1:]
+	}
+	for len(w) > 0 && (w[len(w)-1] == '"' || w[len(w)-1] == '\'') {
+		w = w[:len(w)-1]
+	}
+	return w
+}
+
 // nextShellSegment splits cmd at the first newline, ;, |, || or &&.
 func nextShellSegment(cmd string) (seg, rest string) {
 	for i := 0; i < len(cmd); i++ {
@@ -405,7 +455,7 @@ func nextShellSegment(cmd string) (seg, rest string) {
 // enough to find file arguments, not a shell parser.
 func shellWords(seg string, out []string) []string {
 	add := func(w string) {
-		if w = strings.Trim(w, `"'`); w != "" {
+		if w = trimQuotes(w); w != "" {
 			out = append(out, w)
 		}
 	}

@@ -207,7 +207,8 @@ var fileOpsSeeds = []string{
 	`{"file_path":"a.go","n":-}`, `{"file_path":"a.go","x":[1,{"y":[true,false,null]}]}`, `{"file_path":"a.go","x":tru}`,
 	`{"path":"x.go","command":"view"}`, `{"path":"x.go","command":"create"}`, `{"command":["bash","-lc","cat a/b.txt > out.log"]}`,
 	`{"command":["bash",1,"sed -i s/a/b/ x.py"]}`, `{"command":"","cmd":"head -n 5 README.md"}`, `{"command":[],"cmd":"tee log.txt"}`,
-	`"cat go.mod && echo hi >> notes.md || tail x.txt; nl a.c | less b.c"`, `{"command":"ls &&& cat q.go"}`,
+	`"cat go.mod && echo hi >> notes.md || tail x.txt; nl a.c | less b.c"`, `"\u00a0cat a.go"`, `"cat\u00a0a.go b.go"`, "\"x\x89 cat y.go\"",
+	`"'' cat a.go"`, `"\"\" > out.txt"`, `"cat <<'EOF' > new.py\nimport os\ncat = 1\nEOF\nsed -n 1p new.py"`, `"  \t  "`, `"/bin/cat ./x.go"`, `{"command":"ls &&& cat q.go"}`,
 	`{"input":"*** Begin Patch\n*** Update File: a.go\n*** Move to: b.go\n*** Add File: c.go\n*** Delete File: d.go\n*** End Patch"}`,
 	`"*** Begin Patch\n  *** Add File: z.go  \n*** End Patch"`, `{"patch":"*** Update File: p.go"}`, `{"content":"*** Delete File: q.go"}`,
 	`{"file_path":"a\u0000b.go"}`, `{"file_path":"a\nb.go"}`, "{\"file_path\":\"tab\tinside\"}", `{"file_path":"\ud800.go"}`,
@@ -321,4 +322,12 @@ func TestShellWordsUnicodeBlanks(t *testing.T) {
 		}
 		assert.Equal(t, want, shellWords(seg, []string{"kept"})[1:], "%q", seg)
 	}
+}
+
+func FuzzShellOps(f *testing.F) {
+	for _, c := range []string{"cat a.go | tee b.log", "\u00a0cat a.go", "x\x89 cat y.go", "'' cat a.go", "cat <<'EOF' > new.py\nimport os\ncat = 1\nEOF\nsed -n 1p new.py",
+		"sed -i s/a/b/ x.py && head -3 README.md >> out.txt", "echo hi;nl\u2003a.c", "/usr/bin/less ./x.go||more y.md"} {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, cmd string) { assert.Equal(t, refShellOps(cmd), shellOps(cmd), "%q", cmd) })
 }

@@ -8,6 +8,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -129,16 +130,26 @@ func StringValue(s []byte, flags int) string {
 	if flags == 0 || flags == NonASCII && utf8.Valid(s) {
 		return string(s[1 : len(s)-1])
 	}
-	return unquote(s[1 : len(s)-1])
+	return unquote(s[1:len(s)-1], flags&NonASCII == 0)
 }
 
 // unquote decodes the body of a valid JSON string as encoding/json does:
 // escapes resolved, an unpaired surrogate escape and each byte of invalid
 // UTF-8 read as U+FFFD.
-func unquote(s []byte) string {
+func unquote(s []byte, ascii bool) string {
 	out := make([]byte, 0, len(s))
 	for i := 0; i < len(s); {
 		c := s[i]
+		if ascii && c != '\\' {
+			// Copy up to the next escape at once.
+			j := bytes.IndexByte(s[i:], '\\')
+			if j < 0 {
+				j = len(s) - i
+			}
+			out = append(out, s[i:i+j]...)
+			i += j
+			continue
+		}
 		switch {
 		case c == '\\':
 			switch s[i+1] {
