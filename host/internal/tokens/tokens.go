@@ -2,7 +2,9 @@
 package tokens
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -35,36 +37,29 @@ func (charsCounter) Name() string { return "chars/4" }
 // English text and code that providers without a public tokenizer quote.
 func (charsCounter) Count(s string) int { return (runeCount(s) + 3) / 4 }
 
-// runeCount is utf8.RuneCountInString, eight ASCII bytes at a time: the
-// count runs over every tool output appended, most of it ASCII.
+// runeCount is utf8.RuneCountInString, eight bytes at a time: the count
+// runs over every tool output appended. In valid UTF-8 the runes are the
+// bytes that are not continuation bytes (10xxxxxx); text that is not
+// valid UTF-8 is counted rune by rune, as RuneCountInString counts it.
 func runeCount(s string) int {
-	n := 0
-	for len(s) >= 32 && (word(s)|word(s[8:])|word(s[16:])|word(s[24:]))&0x8080808080808080 == 0 {
-		n += 32
-		s = s[32:]
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	n, high := 0, uint64(0)
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		high |= w
+		n += 8 - bits.OnesCount64(w&^(w<<1)&0x8080808080808080)
+		b = b[8:]
 	}
-	for len(s) >= 8 {
-		if word(s)&0x8080808080808080 == 0 {
-			n += 8
-			s = s[8:]
-			if len(s) >= 32 && (word(s)|word(s[8:])|word(s[16:])|word(s[24:]))&0x8080808080808080 == 0 {
-				n += 32
-				s = s[32:]
-			}
-			continue
+	for _, c := range b {
+		high |= uint64(c)
+		if c&0xC0 != 0x80 {
+			n++
 		}
-		_, size := utf8.DecodeRuneInString(s)
-		n++
-		s = s[size:]
 	}
-	return n + utf8.RuneCountInString(s)
-}
-
-// word is the first eight bytes of s, little-endian.
-func word(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	if high&0x8080808080808080 != 0 && !utf8.ValidString(s) {
+		return utf8.RuneCountInString(s)
+	}
+	return n
 }
 
 // Chars returns the chars/4 estimator.
