@@ -179,7 +179,7 @@ func decodeStruct(data []byte, v reflect.Value) error {
 			}
 			continue
 		}
-		if err := decodeValue(data[m.Start:m.End], v.Field(fi), max(m.ValFlags, 0)); err != nil {
+		if err := decodeValue(data[m.Start:m.End], v.FieldByIndex(fi), max(m.ValFlags, 0)); err != nil {
 			return err
 		}
 	}
@@ -188,26 +188,44 @@ func decodeStruct(data []byte, v reflect.Value) error {
 
 // structInfo is how decodeStruct finds a struct's fields.
 type structInfo struct {
-	byName map[string]int      // JSON name -> field index
+	byName map[string][]int    // JSON name -> field index path (embedded structs promote theirs)
 	folded map[string]struct{} // lower-case JSON names
 }
 
 var structInfos sync.Map // reflect.Type -> *structInfo (nil: not handled)
 
 // structInfoOf describes t, or returns nil for a struct decodeStruct leaves
-// to encoding/json: embedded fields, options, names alike but for case.
+// to encoding/json: embedded pointers or tagged embedded structs, the
+// ",string" option, names alike but for case (encoding/json's rules for
+// those are its own).
 func structInfoOf(t reflect.Type) *structInfo {
 	if v, ok := structInfos.Load(t); ok {
 		return v.(*structInfo)
 	}
-	info := &structInfo{byName: map[string]int{}, folded: map[string]struct{}{}}
+	info := &structInfo{byName: map[string][]int{}, folded: map[string]struct{}{}}
+	if !info.add(t, nil) {
+		info = nil
+	}
+	structInfos.Store(t, info)
+	return info
+}
+
+// add adds the fields of t, found at index path prefix; false for a struct
+// left to encoding/json.
+func (info *structInfo) add(t reflect.Type, prefix []int) bool {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
 		name, opts, _ := strings.Cut(tag, ",")
-		if f.Anonymous || strings.Contains(","+opts+",", ",string,") {
-			info = nil
-			break
+		path := append(append([]int(nil), prefix...), i)
+		if f.Anonymous {
+			if tag != "" || f.Type.Kind() != reflect.Struct || !info.add(f.Type, path) {
+				return false
+			}
+			continue
+		}
+		if strings.Contains(","+opts+",", ",string,") {
+			return false
 		}
 		if !f.IsExported() || tag == "-" {
 			continue
@@ -217,14 +235,12 @@ func structInfoOf(t reflect.Type) *structInfo {
 		}
 		lower := strings.ToLower(name)
 		if _, dup := info.folded[lower]; dup {
-			info = nil
-			break
+			return false
 		}
-		info.byName[name] = i
+		info.byName[name] = path
 		info.folded[lower] = struct{}{}
 	}
-	structInfos.Store(t, info)
-	return info
+	return true
 }
 
 // trimWS drops the white space JSON allows around a value (bytes.TrimSpace

@@ -25,6 +25,10 @@ var decodeTargets = []func() any{
 	func() any { return new(abi.Message) },
 	func() any { return new([]apiBlock) },
 	func() any { return new(string) },
+	func() any { return new(anthropicDoc) },
+	func() any { return new([]miniMessage) },
+	func() any { return new([]sweMessage) },
+	func() any { return new([]oaMessage) },
 }
 
 // assertDecodesAsJSON checks decode against json.Unmarshal for every
@@ -54,6 +58,9 @@ var decodeSeeds = []string{
 	`[{"type":"text","text":"a"},{"type":"tool_result","content":[{"type":"text","text":"b"}],"is_error":true}]`, `[1]`, `[{"type":"text"},]`,
 	`{"data":{"toolRequests":[{"toolCallId":"c","arguments":"{}"}],"result":{"content":"ok"}}}`, "{\"text\":\"bad \xff\"}", `{"text":"\ud800"}`,
 	`{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],"pinned":true}`, `{"id":1}`, `{"content":"s"}`,
+	`[{"role":"assistant","content":"x","tool_calls":[{"id":"c","type":"function","function":{"name":"bash","arguments":"{}"}}],"extra":{"response":{"usage":{"prompt_tokens":3}}}}]`,
+	`[{"role":"tool","tool_call_id":"c","content":[{"type":"text","text":"out"}],"agent":"primary","message_type":"observation"}]`,
+	`{"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"hi"}],"model":"m"}`, `[{"Role":"user"}]`, `[{"extra":null}]`,
 }
 
 func TestDecodeMatchesJSON(t *testing.T) {
@@ -92,4 +99,30 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { assertDecodesAsJSON(t, data) })
+}
+
+// TestDecodeCorpusDocuments compares decode with json.Unmarshal on the
+// whole-document corpus files, as the trajectory readers decode them.
+func TestDecodeCorpusDocuments(t *testing.T) {
+	for _, c := range corpus {
+		if strings.HasSuffix(c.file, ".jsonl") {
+			continue
+		}
+		t.Run(c.file, func(t *testing.T) {
+			data, err := os.ReadFile(corpusPath(t, c.file))
+			require.NoError(t, err)
+			var wantMini, gotMini struct {
+				Messages []miniMessage `json:"messages"`
+			}
+			require.NoError(t, json.Unmarshal(data, &wantMini))
+			require.NoError(t, decode(data, &gotMini))
+			assert.True(t, reflect.DeepEqual(wantMini, gotMini), "as a mini-swe-agent trajectory")
+			var wantSWE, gotSWE struct {
+				History []sweMessage `json:"history"`
+			}
+			require.NoError(t, json.Unmarshal(data, &wantSWE))
+			require.NoError(t, decode(data, &gotSWE))
+			assert.True(t, reflect.DeepEqual(wantSWE, gotSWE), "as a SWE-agent trajectory")
+		})
+	}
 }
