@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,6 +217,12 @@ func (s *Session) Len() int {
 func (s *Session) Append(msgs ...Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(msgs) > 1 {
+		// One allocation for the batch, not a doubling every few messages.
+		s.msgs = slices.Grow(s.msgs, len(msgs))
+		s.cum = slices.Grow(s.cum, len(msgs))
+		s.cutOK = slices.Grow(s.cutOK, len(msgs))
+	}
 	for i := range msgs {
 		if err := s.appendLocked(msgs[i], true); err != nil {
 			return err
