@@ -118,7 +118,7 @@ func decodeValue(data []byte, v reflect.Value, flags int) error {
 			return nil
 		}
 		if v.Type().Elem().Kind() == reflect.Struct && data[0] == '[' {
-			return decodeSlice(data, v)
+			return decodeSlice(data, v, flags != unchecked)
 		}
 	case reflect.Struct:
 		if data[0] == '{' {
@@ -128,9 +128,10 @@ func decodeValue(data []byte, v reflect.Value, flags int) error {
 	return json.Unmarshal(data, v.Addr().Interface())
 }
 
-// decodeSlice decodes an array of structs.
-func decodeSlice(data []byte, v reflect.Value) error {
-	if (jsonscan.Scanner{}).Valid(data) != jsonscan.OK {
+// decodeSlice decodes an array of structs; checked says the array was
+// checked already, as a member of the object it is in.
+func decodeSlice(data []byte, v reflect.Value, checked bool) error {
+	if !checked && (jsonscan.Scanner{}).Valid(data) != jsonscan.OK {
 		return errUndecided
 	}
 	v.SetLen(0)

@@ -29,6 +29,13 @@ var decodeTargets = []func() any{
 	func() any { return new([]miniMessage) },
 	func() any { return new([]sweMessage) },
 	func() any { return new([]oaMessage) },
+	func() any {
+		return new(struct {
+			Response struct {
+				Usage *oaUsage `json:"usage"`
+			} `json:"response"`
+		})
+	},
 }
 
 // assertDecodesAsJSON checks decode against json.Unmarshal for every
@@ -60,7 +67,7 @@ var decodeSeeds = []string{
 	`{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],"pinned":true}`, `{"id":1}`, `{"content":"s"}`,
 	`[{"role":"assistant","content":"x","tool_calls":[{"id":"c","type":"function","function":{"name":"bash","arguments":"{}"}}],"extra":{"response":{"usage":{"prompt_tokens":3}}}}]`,
 	`[{"role":"tool","tool_call_id":"c","content":[{"type":"text","text":"out"}],"agent":"primary","message_type":"observation"}]`,
-	`{"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"hi"}],"model":"m"}`, `[{"Role":"user"}]`, `[{"extra":null}]`,
+	`{"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"hi"}],"model":"m"}`, `[{"Role":"user"}]`, `[{"extra":null}]`, `{"response":{"usage":{"prompt_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}}`, `{"response":{"usage":{"prompt_tokens":1.5}}}`,
 }
 
 func TestDecodeMatchesJSON(t *testing.T) {
