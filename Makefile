@@ -120,3 +120,16 @@ bench: ## run the Go benchmarks in benchstat's format (BENCH_COUNT=3), copied to
 	@$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) $(BENCH_PKGS) 2>&1 | tee -a $(BENCH_OUT)
 	@$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_EVAL_TIME) ./internal/eval/ 2>&1 | tee -a $(BENCH_OUT)
 	@! grep -Eq '^(FAIL|--- FAIL|panic:)' $(BENCH_OUT) || { echo "bench: a benchmark failed; see $(BENCH_OUT)" >&2; exit 1; }
+
+# Side by side with pi (npm @mariozechner/pi-coding-agent, pinned in
+# bench/pi/package-lock.json): installs pi only when asked, never in CI,
+# then prints compact-host's and pi's append, cut and load on the corpus
+# (../shared/corpus) with their ratios. BENCH_PI_MIN is the least time per
+# measurement; BENCH_PI_FLAGS passes more flags (-wall, -keep N).
+BENCH_PI_MIN ?= 1s
+BENCH_PI_FLAGS ?=
+
+.PHONY: bench-pi
+bench-pi: ## install pi from npm into bench/pi and compare it with compact-host on the corpus
+	cd bench/pi && npm ci --no-audit --no-fund --ignore-scripts
+	$(GO) run ./bench/pi/compare -min $(BENCH_PI_MIN) $(BENCH_PI_FLAGS)

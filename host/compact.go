@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,14 +57,21 @@ func (e *Engine) Compact(ctx context.Context, s *Session, opts CompactOptions) (
 // plan is a compaction worked out under the session lock, run without it.
 type plan struct {
 	start, cut, turn int
-	history, prefix  []Message
-	previous         string
-	files            abi.FileOps
-	latestRequest    string // text of the latest request, when it is folded
-	folded           int
-	generation       int
-	before           int
-	turnNo           int
+	// histEnd ends the history: the cut, or the start of the turn the cut
+	// is inside; msgs[histEnd:cut] are the turn's prefix.
+	histEnd int
+	// prefixLen is how many messages of the turn's prefix are folded.
+	prefixLen int
+	// history and prefix are the folded messages as the view shows them;
+	// collect fills them, for the strategies, after makePlan.
+	history, prefix []Message
+	previous        string
+	files           abi.FileOps
+	latestRequest   string // text of the latest request, when it is folded
+	folded          int
+	generation      int
+	before          int
+	turnNo          int
 }
 
 func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
@@ -76,21 +84,14 @@ func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
 		return nil, ErrNothingToFold
 	}
 	p.turn = s.turnStart(p.cut)
-	histEnd := p.cut
+	p.histEnd = p.cut
 	if p.turn > p.start && p.turn < p.cut {
-		histEnd = p.turn
+		p.histEnd = p.turn
 	}
-	for i := p.start; i < p.cut; i++ {
-		if s.msgs[i].msg.Pinned {
-			continue
-		}
-		p.folded++
-		if i < histEnd {
-			p.history = append(p.history, s.viewOf(i))
-		} else {
-			p.prefix = append(p.prefix, s.viewOf(i))
-		}
-	}
+	// Counted from the pinned index, not message by message: planning
+	// costs the same at 100 messages and at 100,000.
+	p.prefixLen = p.cut - p.histEnd - s.pinnedIn(p.histEnd, p.cut)
+	p.folded = p.cut - p.start - s.pinnedIn(p.start, p.cut)
 	if p.folded == 0 {
 		return nil, ErrNothingToFold
 	}
@@ -100,6 +101,34 @@ func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
 	}
 	p.turnNo = len(s.requests)
 	return p, nil
+}
+
+// collect copies the folded messages, as the view shows them, into the
+// plan: the strategies read them after the session lock is released, while
+// prunes may change the view. Callers hold s.mu.
+func (p *plan) collect(s *Session) {
+	p.history, p.prefix = nil, nil
+	if n := p.folded - p.prefixLen; n > 0 {
+		p.history = make([]Message, 0, n)
+	}
+	if p.prefixLen > 0 {
+		p.prefix = make([]Message, 0, p.prefixLen)
+	}
+	for i := p.start; i < p.cut; i++ {
+		if s.msgs[i].msg.Pinned {
+			continue
+		}
+		if i < p.histEnd {
+			p.history = append(p.history, s.viewOf(i))
+		} else {
+			p.prefix = append(p.prefix, s.viewOf(i))
+		}
+	}
+}
+
+// pinnedIn is the number of pinned messages in msgs[from:to].
+func (s *Session) pinnedIn(from, to int) int {
+	return sort.SearchInts(s.pinned, to) - sort.SearchInts(s.pinned, from)
 }
 
 func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (Compaction, error) {
@@ -116,6 +145,7 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 	s.mu.Lock()
 	p, err := e.makePlan(s, keep)
 	if err == nil {
+		p.collect(s)
 		p.before = e.calibrated(s.contextTokens() + opts.overhead)
 	}
 	s.mu.Unlock()
@@ -461,11 +491,10 @@ func (e *Engine) emergency(s *Session, before, overhead int) (Compaction, error)
 
 // fileOpsBefore is the cumulative file operations of msgs[:cut].
 func (s *Session) fileOpsBefore(cut int) abi.FileOps {
-	ops := newFileOps(nil)
-	for i := 0; i < cut; i++ {
-		ops.replay(s.msgs[i].files)
+	if cut >= len(s.msgs) {
+		return s.files.snapshot()
 	}
-	return ops.snapshot()
+	return s.files.before(s.msgs[cut].fileSeq + 1)
 }
 
 // breaker counts a strategy's consecutive failures.

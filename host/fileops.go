@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/jsonscan"
 )
 
 // FileTools names the tools whose calls read or modify files, beyond the
@@ -28,93 +30,146 @@ var (
 	pathKeys    = []string{"file_path", "path", "filePath", "notebook_path", "target_file", "filename", "file"}
 )
 
-// fileOps accumulates read and modified files in first-seen order.
+// Tool kinds: what a call of the tool does to files.
+const (
+	kindNone   = ""
+	kindRead   = "read"
+	kindModify = "modify"
+	kindEditor = "editor"
+	kindPatch  = "patch"
+	kindShell  = "shell"
+)
+
+// defaultTools maps the lower-case names of the tools the engine knows to
+// their kind. It is shared, read-only, by every session without extra
+// FileTools.
+var defaultTools = func() map[string]string {
+	m := map[string]string{}
+	for _, list := range []struct {
+		names []string
+		kind  string
+	}{{readTools, kindRead}, {modifyTools, kindModify}, {editorTools, kindEditor}, {patchTools, kindPatch}, {shellTools, kindShell}} {
+		for _, t := range list.names {
+			m[t] = list.kind
+		}
+	}
+	return m
+}()
+
+// maxNameCache bounds the per-session cache of tool names as written; a
+// session calls a handful of tools, so the bound only stops a hostile one.
+const maxNameCache = 256
+
+// fileOps accumulates read and modified files in first-seen order, and
+// keeps enough order to answer what they were before any message
+// (fileOpsBefore) without replaying the session.
 type fileOps struct {
-	read, modified map[string]int // path -> order seen
-	n              int
-	tools          map[string]string // lower-case tool name -> "read" | "modify"
+	tools map[string]string // lower-case tool name -> kind; read-only, maybe shared
+	names map[string]string // tool name as written -> kind: saves lower-casing every call
+
+	seq   int                   // valid operations recorded so far
+	paths map[string]*pathFirst // per path, the sequence numbers of its first read and modification
+	reads []*pathFirst          // paths in order of their first read
+	mods  []*pathFirst          // paths in order of their first modification
+}
+
+// pathFirst is when a path was first read and first modified: sequence
+// numbers of fileOps.add (1-based), 0 when it never was.
+type pathFirst struct {
+	path           string
+	read, modified int
 }
 
 func newFileOps(extra *FileTools) fileOps {
-	f := fileOps{read: map[string]int{}, modified: map[string]int{}, tools: map[string]string{}}
-	for _, t := range readTools {
-		f.tools[t] = "read"
-	}
-	for _, t := range modifyTools {
-		f.tools[t] = "modify"
-	}
-	for _, t := range editorTools {
-		f.tools[t] = "editor"
-	}
-	for _, t := range patchTools {
-		f.tools[t] = "patch"
-	}
-	for _, t := range shellTools {
-		f.tools[t] = "shell"
-	}
-	if extra != nil {
+	f := fileOps{tools: defaultTools, paths: map[string]*pathFirst{}}
+	if extra != nil && len(extra.Read)+len(extra.Modify) > 0 {
+		f.tools = make(map[string]string, len(defaultTools)+len(extra.Read)+len(extra.Modify))
+		for k, v := range defaultTools {
+			f.tools[k] = v
+		}
 		for _, t := range extra.Read {
-			f.tools[strings.ToLower(t)] = "read"
+			f.tools[strings.ToLower(t)] = kindRead
 		}
 		for _, t := range extra.Modify {
-			f.tools[strings.ToLower(t)] = "modify"
+			f.tools[strings.ToLower(t)] = kindModify
 		}
 	}
 	return f
 }
 
+// kindOf is the kind of the tool called name.
+func (f *fileOps) kindOf(name string) string {
+	if k, ok := f.names[name]; ok {
+		return k
+	}
+	k := f.tools[strings.ToLower(name)]
+	if f.names == nil {
+		f.names = map[string]string{}
+	}
+	if len(f.names) < maxNameCache {
+		f.names[name] = k
+	}
+	return k
+}
+
+// add records one operation. A file read and later modified counts as
+// modified only; a read after a modification adds nothing.
 func (f *fileOps) add(path string, modified bool) {
 	path = strings.TrimSpace(path)
 	if path == "" || len(path) > 4096 || strings.ContainsAny(path, "\n\x00") {
 		return
 	}
-	f.n++
-	if modified {
-		delete(f.read, path) // read-then-modified is modified
-		if _, ok := f.modified[path]; !ok {
-			f.modified[path] = f.n
-		}
-		return
+	f.seq++
+	p := f.paths[path]
+	if p == nil {
+		p = &pathFirst{path: path}
+		f.paths[path] = p
 	}
-	if _, ok := f.modified[path]; ok {
-		return
-	}
-	if _, ok := f.read[path]; !ok {
-		f.read[path] = f.n
+	switch {
+	case modified && p.modified == 0:
+		p.modified = f.seq
+		f.mods = append(f.mods, p)
+	case !modified && p.read == 0 && p.modified == 0:
+		p.read = f.seq
+		f.reads = append(f.reads, p)
 	}
 }
 
-// observe records the file operations of m's tool calls and returns them.
-func (f *fileOps) observe(m *Message) []fileOp {
-	var ops []fileOp
+// observe records the file operations of m's tool calls.
+func (f *fileOps) observe(m *Message) {
 	for i := range m.Content {
 		b := &m.Content[i]
 		if b.Type != abi.BlockToolUse {
 			continue
 		}
-		ops = append(ops, fileOpsOf(f.tools, b.Name, b.Input)...)
-	}
-	f.replay(ops)
-	return ops
-}
-
-// replay records operations extracted earlier.
-func (f *fileOps) replay(ops []fileOp) {
-	for _, op := range ops {
-		f.add(op.path, op.modified)
+		kind := f.kindOf(b.Name)
+		if kind == kindNone {
+			continue
+		}
+		for _, op := range toolFileOps(kind, b.Input) {
+			f.add(op.path, op.modified)
+		}
 	}
 }
 
-func (f *fileOps) snapshot() abi.FileOps {
-	return abi.FileOps{Read: ordered(f.read), Modified: ordered(f.modified)}
-}
+// snapshot is every operation recorded so far.
+func (f *fileOps) snapshot() abi.FileOps { return f.before(f.seq + 1) }
 
-func ordered(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for p := range m {
-		out = append(out, p)
+// before is the file operations recorded before sequence number seq: what
+// a fileOps fed only those operations would snapshot. It costs one pass
+// over the distinct paths, whatever the length of the session.
+func (f *fileOps) before(seq int) abi.FileOps {
+	nm := sort.Search(len(f.mods), func(i int) bool { return f.mods[i].modified >= seq })
+	nr := sort.Search(len(f.reads), func(i int) bool { return f.reads[i].read >= seq })
+	out := abi.FileOps{Read: make([]string, 0, nr), Modified: make([]string, nm)}
+	for i, p := range f.mods[:nm] {
+		out.Modified[i] = p.path
 	}
-	sort.Slice(out, func(i, j int) bool { return m[out[i]] < m[out[j]] })
+	for _, p := range f.reads[:nr] {
+		if p.modified == 0 || p.modified >= seq {
+			out.Read = append(out.Read, p.path)
+		}
+	}
 	return out
 }
 
@@ -123,12 +178,58 @@ type fileOp struct {
 	modified bool
 }
 
-// fileOpsOf extracts the file operations of one tool call.
-func fileOpsOf(tools map[string]string, name string, input json.RawMessage) []fileOp {
-	kind := tools[strings.ToLower(name)]
-	if kind == "" {
-		return nil
+// toolFileOps extracts the file operations of a call of a tool of kind.
+// It reads only the members it needs from input (toolArgsOf); input it
+// cannot read so goes through encoding/json (decodedFileOps), with the
+// same result.
+func toolFileOps(kind string, input json.RawMessage) []fileOp {
+	a, ok := toolArgsOf(input)
+	if !ok {
+		return decodedFileOps(kind, input)
 	}
+	str := func(keys ...string) string {
+		for _, k := range keys {
+			if v := a.str(k); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	switch kind {
+	case kindRead, kindModify:
+		p := str(pathKeys...)
+		if p == "" {
+			return nil
+		}
+		return []fileOp{{p, kind == kindModify}}
+	case kindEditor:
+		p := str(pathKeys...)
+		if p == "" {
+			return nil
+		}
+		return []fileOp{{p, str("command") != "view"}}
+	case kindPatch:
+		raw := a.raw
+		if raw == "" {
+			raw = str("input", "patch", "content")
+		}
+		return patchOps(raw)
+	case kindShell:
+		cmd := a.raw
+		if cmd == "" {
+			cmd = str("command", "cmd")
+		}
+		if cmd == "" {
+			cmd = a.commandList()
+		}
+		return shellOps(cmd)
+	}
+	return nil
+}
+
+// decodedFileOps is toolFileOps through encoding/json: the reference the
+// scanner must agree with, and the path for input the scanner declines.
+func decodedFileOps(kind string, input json.RawMessage) []fileOp {
 	var args map[string]any
 	var raw string
 	if err := json.Unmarshal(input, &args); err != nil {
@@ -146,24 +247,24 @@ func fileOpsOf(tools map[string]string, name string, input json.RawMessage) []fi
 		return ""
 	}
 	switch kind {
-	case "read", "modify":
+	case kindRead, kindModify:
 		p := str(pathKeys...)
 		if p == "" {
 			return nil
 		}
-		return []fileOp{{p, kind == "modify"}}
-	case "editor":
+		return []fileOp{{p, kind == kindModify}}
+	case kindEditor:
 		p := str(pathKeys...)
 		if p == "" {
 			return nil
 		}
 		return []fileOp{{p, str("command") != "view"}}
-	case "patch":
+	case kindPatch:
 		if raw == "" {
 			raw = str("input", "patch", "content")
 		}
 		return patchOps(raw)
-	case "shell":
+	case kindShell:
 		cmd := raw
 		if cmd == "" {
 			cmd = str("command", "cmd")
@@ -184,12 +285,23 @@ func fileOpsOf(tools map[string]string, name string, input json.RawMessage) []fi
 	return nil
 }
 
+// patchHeaders start the lines of an apply_patch envelope that name a file.
+var patchHeaders = []string{"*** Add File:", "*** Update File:", "*** Delete File:", "*** Move to:"}
+
 // patchOps reads the file headers of an apply_patch envelope.
 func patchOps(patch string) []fileOp {
+	if !strings.Contains(patch, "*** ") {
+		return nil
+	}
 	var ops []fileOp
-	for _, line := range strings.Split(patch, "\n") {
+	for rest := patch; rest != ""; {
+		line, after, _ := strings.Cut(rest, "\n")
+		rest = after
 		line = strings.TrimSpace(line)
-		for _, h := range []string{"*** Add File:", "*** Update File:", "*** Delete File:", "*** Move to:"} {
+		if !strings.HasPrefix(line, "*** ") {
+			continue
+		}
+		for _, h := range patchHeaders {
 			if strings.HasPrefix(line, h) {
 				ops = append(ops, fileOp{strings.TrimSpace(line[len(h):]), true})
 			}
@@ -198,13 +310,25 @@ func patchOps(patch string) []fileOp {
 	return ops
 }
 
+// shellPrograms are the programs shellOps reads file arguments of.
+var shellPrograms = []string{"cat", "head", "tail", "nl", "less", "more", "bat", "sed", "tee"}
+
 // shellOps recognises the common ways a shell command reads or writes a
 // file: cat, head, tail, nl, less, sed -n (read); sed -i, tee and output
 // redirection (modify). Commands are split on pipes and ;, && and ||.
 func shellOps(cmd string) []fileOp {
+	if !mayTouchFiles(cmd) {
+		return nil
+	}
 	var ops []fileOp
-	for _, seg := range splitShell(cmd) {
-		words := shellWords(seg)
+	var words []string
+	for rest := cmd; rest != ""; {
+		var seg string
+		seg, rest = nextShellSegment(rest)
+		if quietSegment(seg) {
+			continue
+		}
+		words = shellWords(seg, words[:0])
 		for i := 0; i < len(words); i++ {
 			if (words[i] == ">" || words[i] == ">>") && i+1 < len(words) && looksLikePath(words[i+1]) {
 				ops = append(ops, fileOp{words[i+1], true})
@@ -250,28 +374,230 @@ func shellOps(cmd string) []fileOp {
 	return ops
 }
 
-func splitShell(cmd string) []string {
-	r := strings.NewReplacer("&&", "\n", "||", "\n", ";", "\n", "|", "\n")
-	return strings.Split(r.Replace(cmd), "\n")
+// mayTouchFiles is false for a command shellOps finds nothing in: one
+// with no redirection and none of the programs it knows. Most commands
+// (tests, builds, searches) stop here, unsplit.
+func mayTouchFiles(cmd string) bool {
+	if strings.IndexByte(cmd, '>') >= 0 {
+		return true
+	}
+	for _, p := range shellPrograms {
+		if strings.Contains(cmd, p) {
+			return true
+		}
+	}
+	return false
 }
 
-// shellWords splits on blanks and strips simple quotes; enough to find
-// file arguments, not a shell parser.
-func shellWords(seg string) []string {
-	f := strings.Fields(seg)
-	out := f[:0]
-	for _, w := range f {
-		w = strings.Trim(w, `"'`)
-		if w != "" {
+// quietSegment reports that shellOps finds nothing in seg without
+// splitting it into words: no redirection, and a first word that is none of
+// the programs it reads (the lines of a here-document, mostly). It is
+// false whenever it cannot tell cheaply.
+func quietSegment(seg string) bool {
+	if strings.IndexByte(seg, '>') >= 0 {
+		return false
+	}
+	i := 0
+	for i < len(seg) && seg[i] < utf8.RuneSelf && asciiSpace[seg[i]] {
+		i++
+	}
+	j := i
+	for ; j < len(seg); j++ {
+		if seg[j] >= utf8.RuneSelf {
+			return false // maybe a Unicode blank: leave it to shellWords
+		}
+		if asciiSpace[seg[j]] {
+			break
+		}
+	}
+	first := trimQuotes(seg[i:j])
+	if first == "" {
+		return i == j && j == len(seg) // a blank segment; an empty quoted word is skipped by shellWords
+	}
+	if k := strings.LastIndex(first, "/"); k >= 0 {
+		first = first[k+1:]
+	}
+	for _, p := range shellPrograms {
+		if first == p {
+			return false
+		}
+	}
+	return true
+}
+
+// trimQuotes is strings.Trim(w, `"'`) without building a cutset.
+func trimQuotes(w string) string {
+	for len(w) > 0 && (w[0] == '"' || w[0] == '\'') {
+		w = w[1:]
+	}
+	for len(w) > 0 && (w[len(w)-1] == '"' || w[len(w)-1] == '\'') {
+		w = w[:len(w)-1]
+	}
+	return w
+}
+
+// nextShellSegment splits cmd at the first newline, ;, |, || or &&.
+func nextShellSegment(cmd string) (seg, rest string) {
+	for i := 0; i < len(cmd); i++ {
+		switch cmd[i] {
+		case '\n', ';', '|':
+			return cmd[:i], cmd[i+1:]
+		case '&':
+			if i+1 < len(cmd) && cmd[i+1] == '&' {
+				return cmd[:i], cmd[i+2:]
+			}
+		}
+	}
+	return cmd, ""
+}
+
+// shellWords splits on blanks and strips simple quotes, appending to out;
+// enough to find file arguments, not a shell parser.
+func shellWords(seg string, out []string) []string {
+	add := func(w string) {
+		if w = trimQuotes(w); w != "" {
 			out = append(out, w)
 		}
 	}
+	base, start := len(out), -1
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		if c >= utf8.RuneSelf {
+			// strings.Fields knows the Unicode blanks.
+			out = out[:base]
+			for _, w := range strings.Fields(seg) {
+				add(w)
+			}
+			return out
+		}
+		if asciiSpace[c] {
+			if start >= 0 {
+				add(seg[start:i])
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		add(seg[start:])
+	}
 	return out
 }
+
+// asciiSpace are the ASCII bytes strings.Fields splits at.
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 func looksLikePath(s string) bool {
 	if s == "" || strings.ContainsAny(s, "*?$`(){}[]<>|&;=") || strings.HasPrefix(s, "/dev/") {
 		return false
 	}
 	return strings.Contains(s, "/") || strings.Contains(s, ".")
+}
+
+// toolArgs are the members of a tool call's input that file operations
+// come from, read without decoding the rest.
+type toolArgs struct {
+	input []byte
+	raw   string // the input itself, when it is a JSON string
+	// the last value of each wanted key, as encoding/json into a map keeps
+	// the last of duplicate keys; End 0 when absent.
+	vals [len(argKeys)]jsonscan.Member
+}
+
+// argKeys are the input members any kind reads: the path keys, then the
+// command, patch and shell keys.
+var argKeys = [...]string{"file_path", "path", "filePath", "notebook_path", "target_file", "filename", "file", "command", "cmd", "input", "patch", "content"}
+
+const argCommand = 7 // index of "command" in argKeys
+
+func argKey(k []byte) int {
+	for i, w := range argKeys {
+		if string(k) == w {
+			return i
+		}
+	}
+	return -1
+}
+
+// str is the value of key when it is a string, else "".
+func (a *toolArgs) str(key string) string {
+	for i, w := range argKeys {
+		if w == key {
+			v := a.vals[i]
+			if v.End == 0 || a.input[v.Start] != '"' {
+				return ""
+			}
+			return jsonscan.StringValue(a.input[v.Start:v.End], v.ValFlags)
+		}
+	}
+	return ""
+}
+
+// commandList joins the string elements of a command given as an array
+// (Codex's ["bash", "-lc", "..."]).
+func (a *toolArgs) commandList() string {
+	v := a.vals[argCommand]
+	if v.End == 0 || a.input[v.Start] != '[' {
+		return ""
+	}
+	var parts []string
+	b := a.input[:v.End]
+	i := jsonscan.SkipWS(b, v.Start+1)
+	for i < v.End && b[i] != ']' {
+		end, _ := jsonscan.Scanner{}.Value(b, i)
+		if b[i] == '"' {
+			s, _ := jsonscan.DecodeString(b[i:end])
+			parts = append(parts, s)
+		}
+		i = jsonscan.SkipWS(b, end)
+		if i < v.End && b[i] == ',' {
+			i = jsonscan.SkipWS(b, i+1)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// argScanner reads tool inputs as encoding/json decodes them into a map,
+// numbers as float64.
+var argScanner = jsonscan.Scanner{Float64: true}
+
+// toolArgsOf scans input for the members toolFileOps reads. ok is false
+// when the scanner declines (escaped or non-ASCII keys, deep nesting, big
+// numbers) and the input must be decoded; invalid JSON is read as
+// encoding/json reads it: no members.
+func toolArgsOf(input []byte) (a toolArgs, ok bool) {
+	a.input = input
+	i := jsonscan.SkipWS(input, 0)
+	if i == len(input) {
+		return a, true
+	}
+	switch input[i] {
+	case '"':
+		end, flags := jsonscan.String(input, i)
+		if flags >= 0 && jsonscan.SkipWS(input, end) == len(input) {
+			a.raw = jsonscan.StringValue(input[i:end], flags)
+		}
+		return a, true
+	case '{':
+	default:
+		return a, true // null, an array or a number: nothing to read
+	}
+	var buf [16]jsonscan.Member
+	members, st := argScanner.Members(input, buf[:0])
+	switch st {
+	case jsonscan.Undecided:
+		return a, false
+	case jsonscan.Bad:
+		return toolArgs{input: input}, true
+	}
+	for _, m := range members {
+		if m.KeyFlags != 0 {
+			return a, false // an escaped or non-ASCII key: let encoding/json read it
+		}
+		if k := argKey(m.Key); k >= 0 {
+			a.vals[k] = m
+		}
+	}
+	return a, true
 }

@@ -44,13 +44,10 @@ func (e *Engine) Plan(s *Session, opts CompactOptions) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	kept := 0
-	for i := p.cut; i < len(s.msgs); i++ {
-		kept++
-	}
+	kept := len(s.msgs) - p.cut
 	return Plan{
 		FirstKept: p.cut, FirstKeptID: idAt(s, p.cut), Folded: p.folded, Kept: kept,
-		TurnPrefix: len(p.prefix) > 0, TokensBefore: e.calibrated(s.contextTokens()),
+		TurnPrefix: p.prefixLen > 0, TokensBefore: e.calibrated(s.contextTokens()),
 		TokensKept: e.calibrated(s.cum[len(s.msgs)] - s.cum[p.cut]), SummaryTokens: e.cfg.SummaryTokens,
 		FileOps: p.files,
 	}, nil

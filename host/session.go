@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,8 +140,9 @@ type msgState struct {
 	tokens int // estimate of the message as the view shows it (prunes applied)
 	// pruned holds replacement text of tool_result blocks by block index.
 	pruned map[int]string
-	// files are the file operations of the message's tool calls.
-	files []fileOp
+	// fileSeq is the count of file operations recorded before the
+	// message's own: fileOps.before(fileSeq+1) is the state before it.
+	fileSeq int
 }
 
 // Session is a conversation and its compaction history. Its methods are
@@ -215,6 +217,12 @@ func (s *Session) Len() int {
 func (s *Session) Append(msgs ...Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(msgs) > 1 {
+		// One allocation for the batch, not a doubling every few messages.
+		s.msgs = slices.Grow(s.msgs, len(msgs))
+		s.cum = slices.Grow(s.cum, len(msgs))
+		s.cutOK = slices.Grow(s.cutOK, len(msgs))
+	}
 	for i := range msgs {
 		if err := s.appendLocked(msgs[i], true); err != nil {
 			return err
@@ -256,7 +264,7 @@ func (s *Session) appendLocked(m Message, persist bool) error {
 	}
 	i := len(s.msgs)
 	s.index[m.ID] = i
-	if n, err := strconv.Atoi(strings.TrimPrefix(m.ID, "m")); err == nil && strings.HasPrefix(m.ID, "m") && n > s.nextID {
+	if n, ok := generatedID(m.ID); ok && n > s.nextID {
 		s.nextID = n
 	}
 	st := msgState{msg: m, tokens: tokens.Message(s.counter, &m)}
@@ -286,11 +294,30 @@ func (s *Session) appendLocked(m Message, persist bool) error {
 	if isRequest(&m) {
 		s.requests = append(s.requests, i)
 	}
-	s.msgs[i].files = s.files.observe(&m)
+	s.msgs[i].fileSeq = s.files.seq
+	s.files.observe(&m)
 	if s.suppressedAt >= 0 && i >= s.suppressedAt {
 		s.suppressedAt = -1 // new content arrived
 	}
 	return nil
+}
+
+// generatedID is n for an ID of the form the session gives, "m<n>". It
+// checks the form before strconv.Atoi, whose error for every other ID (a
+// UUID, a provider's ID) costs an allocation per message.
+func generatedID(id string) (int, bool) {
+	if len(id) < 2 || id[0] != 'm' {
+		return 0, false
+	}
+	for i := 1; i < len(id); i++ {
+		if c := id[i]; c < '0' || c > '9' {
+			if i > 1 || (c != '+' && c != '-') {
+				return 0, false
+			}
+		}
+	}
+	n, err := strconv.Atoi(id[1:])
+	return n, err == nil
 }
 
 // isRequest reports whether m is a user message that asks for something:

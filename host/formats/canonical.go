@@ -23,20 +23,20 @@ func readCanonical(r *bufio.Reader, s *Session) error {
 	var msgs []abi.Message
 	err := readJSONL(r, Canonical, func(line []byte, n int) error {
 		var l canonicalLine
-		if err := json.Unmarshal(line, &l); err != nil {
+		if err := decode(line, &l); err != nil {
 			return err
 		}
 		var m abi.Message
 		switch {
 		case l.Role != "":
-			if err := json.Unmarshal(line, &m); err != nil {
+			if err := decode(line, &m); err != nil {
 				return err
 			}
 		case l.Type == "message":
 			if len(l.Message) == 0 || l.Message[0] != '{' {
 				return errors.New(`entry of type "message": expected a JSON object in "message"`)
 			}
-			if err := json.Unmarshal(l.Message, &m); err != nil {
+			if err := decode(l.Message, &m); err != nil {
 				return fmt.Errorf("message: %s", jsonReason(err))
 			}
 		case l.Type == "compaction":

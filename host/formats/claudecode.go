@@ -100,7 +100,7 @@ func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 	}
 	err := readJSONL(r, ClaudeCode, func(line []byte, n int) error {
 		var rec ccRecord
-		if err := json.Unmarshal(line, &rec); err != nil {
+		if err := decode(line, &rec); err != nil {
 			return err
 		}
 		switch rec.Type {

@@ -148,11 +148,11 @@ func codexOutput(raw json.RawMessage, skipped map[string]int) (string, error) {
 	switch raw[0] {
 	case '"':
 		var s string
-		err := json.Unmarshal(raw, &s)
+		err := decode(raw, &s)
 		return s, err
 	case '[':
 		var parts []oaPart
-		if err := json.Unmarshal(raw, &parts); err != nil {
+		if err := decode(raw, &parts); err != nil {
 			return "", err
 		}
 		return flatten(oaParts(parts, skipped, false)), nil
@@ -161,7 +161,7 @@ func codexOutput(raw json.RawMessage, skipped map[string]int) (string, error) {
 			Output  *string `json:"output"`
 			Content *string `json:"content"`
 		}
-		if err := json.Unmarshal(raw, &o); err == nil {
+		if err := decode(raw, &o); err == nil {
 			if o.Output != nil {
 				return *o.Output, nil
 			}
@@ -191,7 +191,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 	err := readJSONL(r, Codex, func(line []byte, n int) error {
 		b.line = n
 		var l codexLine
-		if err := json.Unmarshal(line, &l); err != nil {
+		if err := decode(line, &l); err != nil {
 			return err
 		}
 		id := Codex + "-" + strconv.Itoa(n)
@@ -206,7 +206,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 					Text string `json:"text"`
 				} `json:"base_instructions"`
 			}
-			if err := json.Unmarshal(l.Payload, &meta); err != nil {
+			if err := decode(l.Payload, &meta); err != nil {
 				return fmt.Errorf("session_meta: %s", jsonReason(err))
 			}
 			text := meta.Instructions
@@ -219,7 +219,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			}
 		case "response_item":
 			var it codexItem
-			if err := json.Unmarshal(l.Payload, &it); err != nil {
+			if err := decode(l.Payload, &it); err != nil {
 				return fmt.Errorf("response_item: %s", jsonReason(err))
 			}
 			tr.item(n)
@@ -229,7 +229,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 				Message     string      `json:"message"`
 				Replacement []codexItem `json:"replacement_history"`
 			}
-			if err := json.Unmarshal(l.Payload, &c); err != nil {
+			if err := decode(l.Payload, &c); err != nil {
 				return fmt.Errorf("compacted: %s", jsonReason(err))
 			}
 			b.close()
@@ -251,7 +251,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			var ev struct {
 				Type string `json:"type"`
 			}
-			if err := json.Unmarshal(l.Payload, &ev); err != nil {
+			if err := decode(l.Payload, &ev); err != nil {
 				return fmt.Errorf("event_msg: %s", jsonReason(err))
 			}
 			if ev.Type != "token_count" {
@@ -259,7 +259,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 				return nil
 			}
 			var tc codexTokenCount
-			if err := json.Unmarshal(l.Payload, &tc); err != nil {
+			if err := decode(l.Payload, &tc); err != nil {
 				return fmt.Errorf("token_count: %s", jsonReason(err))
 			}
 			// A token_count ends a model response.

@@ -40,7 +40,7 @@ func plainContent(raw json.RawMessage) (blocks []abi.Block, done bool, err error
 		return nil, false, nil
 	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if err := decode(raw, &s); err != nil {
 		return nil, true, err
 	}
 	if s == "" {
@@ -58,7 +58,7 @@ func apiContent(raw json.RawMessage, skipped map[string]int) ([]abi.Block, error
 		return blocks, err
 	}
 	var blocks []apiBlock
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	if err := decode(raw, &blocks); err != nil {
 		return nil, err
 	}
 	out := make([]abi.Block, 0, len(blocks))
@@ -110,11 +110,11 @@ func apiResultText(raw json.RawMessage) (string, error) {
 	}
 	if raw[0] == '"' {
 		var s string
-		err := json.Unmarshal(raw, &s)
+		err := decode(raw, &s)
 		return s, err
 	}
 	var blocks []apiBlock
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	if err := decode(raw, &blocks); err != nil {
 		return "", err
 	}
 	parts := make([]string, 0, len(blocks))
@@ -151,7 +151,7 @@ func objectInput(raw json.RawMessage) json.RawMessage {
 	}
 	if raw[0] == '"' {
 		var s string
-		if json.Unmarshal(raw, &s) == nil {
+		if decode(raw, &s) == nil {
 			return argumentsInput(s)
 		}
 	}
@@ -225,13 +225,13 @@ func (p oaPart) imageURL() string {
 	}
 	var s string
 	if raw[0] == '"' {
-		_ = json.Unmarshal(raw, &s)
+		_ = decode(raw, &s)
 		return s
 	}
 	var obj struct {
 		URL string `json:"url"`
 	}
-	_ = json.Unmarshal(raw, &obj)
+	_ = decode(raw, &obj)
 	return obj.URL
 }
 
@@ -243,7 +243,7 @@ func oaContent(raw json.RawMessage, skipped map[string]int, keep bool) ([]abi.Bl
 		return blocks, err
 	}
 	var parts []oaPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	if err := decode(raw, &parts); err != nil {
 		return nil, err
 	}
 	return oaParts(parts, skipped, keep), nil

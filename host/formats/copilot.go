@@ -48,7 +48,7 @@ func readCopilot(r *bufio.Reader, s *Session) error {
 	lastSystem := ""
 	err := readJSONL(r, Copilot, func(line []byte, n int) error {
 		var ev copilotEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
+		if err := decode(line, &ev); err != nil {
 			return err
 		}
 		id := ev.ID
@@ -61,7 +61,7 @@ func readCopilot(r *bufio.Reader, s *Session) error {
 			if len(ev.Data) == 0 || ev.Data[0] != '{' {
 				return fmt.Errorf("%s event: expected a JSON object in \"data\"", ev.Type)
 			}
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
+			if err := decode(ev.Data, &d); err != nil {
 				return fmt.Errorf("%s data: %s", ev.Type, jsonReason(err))
 			}
 		case "":

@@ -270,7 +270,7 @@ func readDoc(r io.Reader, format string, v any) ([]byte, error) {
 		return nil, &ParseError{Line: lineOf(data, int64(start)), Offset: int64(start), Format: format,
 			Reason: "expected a JSON object, got " + snippet(data[start:])}
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	if err := decode(data, v); err != nil {
 		return nil, docError(format, data, err)
 	}
 	return data, nil

@@ -2,10 +2,13 @@
 package tokens
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/tiktoken-go/tokenizer"
@@ -32,7 +35,32 @@ func (charsCounter) Name() string { return "chars/4" }
 
 // Count is a quarter of the characters, rounded up: the rule of thumb for
 // English text and code that providers without a public tokenizer quote.
-func (charsCounter) Count(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
+func (charsCounter) Count(s string) int { return (runeCount(s) + 3) / 4 }
+
+// runeCount is utf8.RuneCountInString, eight bytes at a time: the count
+// runs over every tool output appended. In valid UTF-8 the runes are the
+// bytes that are not continuation bytes (10xxxxxx); text that is not
+// valid UTF-8 is counted rune by rune, as RuneCountInString counts it.
+func runeCount(s string) int {
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	n, high := 0, uint64(0)
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		high |= w
+		n += 8 - bits.OnesCount64(w&^(w<<1)&0x8080808080808080)
+		b = b[8:]
+	}
+	for _, c := range b {
+		high |= uint64(c)
+		if c&0xC0 != 0x80 {
+			n++
+		}
+	}
+	if high&0x8080808080808080 != 0 && !utf8.ValidString(s) {
+		return utf8.RuneCountInString(s)
+	}
+	return n
+}
 
 // Chars returns the chars/4 estimator.
 func Chars() Counter { return charsCounter{} }
@@ -133,7 +161,8 @@ func Message(c Counter, m *abi.Message) int {
 func Block(c Counter, b *abi.Block) int {
 	switch b.Type {
 	case abi.BlockToolUse:
-		return perToolUse + c.Count(b.Name) + c.Count(string(b.Input))
+		// The input is only read; a copy of it would cost more than the count.
+		return perToolUse + c.Count(b.Name) + c.Count(unsafe.String(unsafe.SliceData(b.Input), len(b.Input)))
 	case abi.BlockToolResult:
 		return perToolResult + c.Count(b.Text)
 	case abi.BlockImage:

@@ -3,7 +3,11 @@ package tokens
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -142,4 +146,16 @@ func BenchmarkO200k(b *testing.B) {
 	for b.Loop() {
 		c.Count(text)
 	}
+}
+
+func TestRuneCountMatchesUTF8(t *testing.T) {
+	for _, s := range []string{"", "a", "abcdefg", "abcdefgh", "abcdefghi", "déjà vu, encore une fois", "日本語のテキストと ASCII text mixed 12345678",
+		"bad \xff\xfe bytes in the middle of ascii text", "\xe2\x82 truncated sequence then ascii", "emoji 😀😀😀 and more ascii after it", strings.Repeat("x", 1000) + "é"} {
+		assert.Equal(t, utf8.RuneCountInString(s), runeCount(s), "%q", s)
+	}
+}
+
+func FuzzRuneCount(f *testing.F) {
+	f.Add("déjà vu \xff abcdefgh")
+	f.Fuzz(func(t *testing.T, s string) { assert.Equal(t, utf8.RuneCountInString(s), runeCount(s)) })
 }

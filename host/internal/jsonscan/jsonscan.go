@@ -1,0 +1,433 @@
+// Package jsonscan checks and walks JSON text without decoding it, to read
+// a few members of a large value at the speed of memory: tool inputs for
+// their file paths, session lines for the members a reader keeps. It
+// accepts exactly what encoding/json accepts and decodes strings exactly as
+// encoding/json does; where it cannot promise that (deep nesting; with
+// Float64 numbers, a number that may not fit a float64) it answers
+// Undecided and the caller asks encoding/json.
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/binary"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Status is the outcome of a scan.
+type Status int
+
+// Statuses.
+const (
+	// OK: a valid value.
+	OK Status = iota
+	// Bad: not JSON; encoding/json rejects it too.
+	Bad
+	// Undecided: the scanner does not decide; ask encoding/json.
+	Undecided
+)
+
+// MaxDepth is the nesting a Scanner follows before it answers Undecided.
+const MaxDepth = 64
+
+// Scanner checks JSON values. The zero value checks JSON's grammar.
+type Scanner struct {
+	// Float64 answers Undecided for a number with an exponent or of more
+	// than 300 characters: decoded into an interface{} (a float64),
+	// encoding/json may refuse it as out of range.
+	Float64 bool
+}
+
+// SkipWS is the offset of the first byte at or after i that is not JSON
+// white space.
+func SkipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// What String found in a string.
+const (
+	Escape   = 1 << iota // a backslash escape
+	NonASCII             // a byte of a multi-byte (or invalid) UTF-8 sequence
+)
+
+// Bit tricks on eight bytes at once (Hacker's Delight 6-1): hasZero is
+// non-zero when a byte of w is zero, hasLess when one is below n <= 128.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+func hasZero(w uint64) uint64 { return (w - lsb) &^ w & msb }
+
+func hasLess(w, n uint64) uint64 { return (w - lsb*n) &^ w & msb }
+
+// String returns the offset past the JSON string starting at b[i] == '"'
+// and what it holds (Escape, NonASCII), or flags -1 for an invalid string.
+func String(b []byte, i int) (end, flags int) {
+	var high uint64
+	for j := i + 1; j < len(b); j++ {
+		// Eight bytes at a time while none ends the string, escapes or is
+		// a control character.
+		for j+8 <= len(b) {
+			w := binary.LittleEndian.Uint64(b[j:])
+			if hasZero(w^(lsb*'"'))|hasZero(w^(lsb*'\\'))|hasLess(w, 0x20) != 0 {
+				break
+			}
+			high |= w
+			j += 8
+		}
+		if high&msb != 0 {
+			flags |= NonASCII
+		}
+		if j >= len(b) {
+			break
+		}
+		c := b[j]
+		switch {
+		case c == '"':
+			return j + 1, flags
+		case c == '\\':
+			flags |= Escape
+			j++
+			if j >= len(b) {
+				return 0, -1
+			}
+			switch b[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(b) || hex4(b[j+1:]) < 0 {
+					return 0, -1
+				}
+				j += 4
+			default:
+				return 0, -1
+			}
+		case c < 0x20:
+			return 0, -1
+		case c >= utf8.RuneSelf:
+			flags |= NonASCII
+		}
+	}
+	return 0, -1
+}
+
+// DecodeString is the value of the JSON string s (quotes included) as
+// encoding/json decodes it; false if s is not one valid JSON string.
+func DecodeString(s []byte) (string, bool) {
+	end, flags := String(s, 0)
+	if len(s) == 0 || s[0] != '"' || flags < 0 || end != len(s) {
+		return "", false
+	}
+	return StringValue(s, flags), true
+}
+
+// StringValue decodes the valid JSON string s (quotes included), in which
+// String found flags.
+func StringValue(s []byte, flags int) string {
+	if flags == 0 || flags == NonASCII && utf8.Valid(s) {
+		return string(s[1 : len(s)-1])
+	}
+	return unquote(s[1:len(s)-1], flags&NonASCII == 0)
+}
+
+// unquote decodes the body of a valid JSON string as encoding/json does:
+// escapes resolved, an unpaired surrogate escape and each byte of invalid
+// UTF-8 read as U+FFFD.
+func unquote(s []byte, ascii bool) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if ascii && c != '\\' {
+			// Copy up to the next escape at once.
+			j := bytes.IndexByte(s[i:], '\\')
+			if j < 0 {
+				j = len(s) - i
+			}
+			out = append(out, s[i:i+j]...)
+			i += j
+			continue
+		}
+		switch {
+		case c == '\\':
+			switch s[i+1] {
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r := rune(hex4(s[i+2:]))
+				i += 6
+				if utf16.IsSurrogate(r) {
+					r2 := rune(-1)
+					if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+						r2 = rune(hex4(s[i+2:]))
+					}
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						r = d
+						i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				out = utf8.AppendRune(out, r)
+				continue
+			default: // ", \ and /
+				out = append(out, s[i+1])
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(s[i:])
+			out = utf8.AppendRune(out, r)
+			i += size
+		}
+	}
+	return string(out)
+}
+
+// hex4 is the value of the four hex digits b starts with, or -1.
+func hex4(b []byte) int {
+	if len(b) < 4 {
+		return -1
+	}
+	v := 0
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			v = v<<4 | int(c-'0')
+		case 'a' <= c && c <= 'f':
+			v = v<<4 | int(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			v = v<<4 | int(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return v
+}
+
+// Valid reports whether b is one JSON value with only white space around
+// it, as json.Valid does, or Undecided.
+func (sc Scanner) Valid(b []byte) Status {
+	i := SkipWS(b, 0)
+	end, st := sc.Value(b, i)
+	if st != OK {
+		return st
+	}
+	if SkipWS(b, end) != len(b) {
+		return Bad
+	}
+	return OK
+}
+
+// Value returns the offset past the JSON value at b[i] and whether it is
+// valid.
+func (sc Scanner) Value(b []byte, i int) (int, Status) { return sc.value(b, i, 1) }
+
+func (sc Scanner) value(b []byte, i, depth int) (int, Status) {
+	if i >= len(b) {
+		return 0, Bad
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, flags := String(b, i)
+		if flags < 0 {
+			return 0, Bad
+		}
+		return end, OK
+	case c == '{' || c == '[':
+		if depth > MaxDepth {
+			return 0, Undecided
+		}
+		closing := byte('}')
+		if c == '[' {
+			closing = ']'
+		}
+		i = SkipWS(b, i+1)
+		if i < len(b) && b[i] == closing {
+			return i + 1, OK
+		}
+		for {
+			if c == '{' {
+				if i >= len(b) || b[i] != '"' {
+					return 0, Bad
+				}
+				end, flags := String(b, i)
+				if flags < 0 {
+					return 0, Bad
+				}
+				i = SkipWS(b, end)
+				if i >= len(b) || b[i] != ':' {
+					return 0, Bad
+				}
+				i = SkipWS(b, i+1)
+			}
+			end, st := sc.value(b, i, depth+1)
+			if st != OK {
+				return 0, st
+			}
+			i = SkipWS(b, end)
+			if i >= len(b) {
+				return 0, Bad
+			}
+			if b[i] == closing {
+				return i + 1, OK
+			}
+			if b[i] != ',' {
+				return 0, Bad
+			}
+			i = SkipWS(b, i+1)
+		}
+	case c == 't':
+		return literal(b, i, "true")
+	case c == 'f':
+		return literal(b, i, "false")
+	case c == 'n':
+		return literal(b, i, "null")
+	default:
+		return sc.number(b, i)
+	}
+}
+
+func literal(b []byte, i int, lit string) (int, Status) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return 0, Bad
+	}
+	return i + len(lit), OK
+}
+
+// number checks JSON's number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (sc Scanner) number(b []byte, i int) (int, Status) {
+	start := i
+	digits := func(i int) (int, bool) {
+		j := i
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		return j, j > i
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	if i >= len(b) {
+		return 0, Bad
+	}
+	if b[i] == '0' {
+		i++
+	} else {
+		j, ok := digits(i)
+		if !ok {
+			return 0, Bad
+		}
+		i = j
+	}
+	if i < len(b) && b[i] == '.' {
+		j, ok := digits(i + 1)
+		if !ok {
+			return 0, Bad
+		}
+		i = j
+	}
+	exp := false
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j, ok := digits(i)
+		if !ok {
+			return 0, Bad
+		}
+		i, exp = j, true
+	}
+	if sc.Float64 && (exp || i-start > 300) {
+		return 0, Undecided
+	}
+	return i, OK
+}
+
+// Member is one member of a JSON object: the key as written (quotes
+// excluded) and what String found in it, the value's span and, for a
+// string value, what String found in it.
+type Member struct {
+	Key        []byte
+	KeyFlags   int
+	Start, End int // the value is b[Start:End]
+	ValFlags   int
+}
+
+// Members checks that b is one JSON object (white space around it
+// allowed) and appends its members to out, in order, in one pass. On Bad
+// or Undecided, out holds what was read before.
+func (sc Scanner) Members(b []byte, out []Member) ([]Member, Status) {
+	i := SkipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		if i < len(b) {
+			if _, st := sc.Value(b, i); st == Undecided {
+				return out, Undecided
+			}
+		}
+		return out, Bad
+	}
+	i = SkipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return out, tail(b, i+1)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return out, Bad
+		}
+		kend, kflags := String(b, i)
+		if kflags < 0 {
+			return out, Bad
+		}
+		j := SkipWS(b, kend)
+		if j >= len(b) || b[j] != ':' {
+			return out, Bad
+		}
+		j = SkipWS(b, j+1)
+		m := Member{Key: b[i+1 : kend-1], KeyFlags: kflags, Start: j}
+		var st Status
+		if j < len(b) && b[j] == '"' {
+			if m.End, m.ValFlags = String(b, j); m.ValFlags < 0 {
+				st = Bad
+			}
+		} else {
+			m.End, st = sc.value(b, j, 2)
+		}
+		if st != OK {
+			return out, st
+		}
+		out = append(out, m)
+		i = SkipWS(b, m.End)
+		if i >= len(b) {
+			return out, Bad
+		}
+		if b[i] == '}' {
+			return out, tail(b, i+1)
+		}
+		if b[i] != ',' {
+			return out, Bad
+		}
+		i = SkipWS(b, i+1)
+	}
+}
+
+// tail is OK when only white space follows offset i.
+func tail(b []byte, i int) Status {
+	if SkipWS(b, i) != len(b) {
+		return Bad
+	}
+	return OK
+}

@@ -1,0 +1,104 @@
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var seeds = []string{
+	``, ` `, `null`, `nul`, `true`, `false`, `0`, `-0`, `01`, `-`, `1.`, `1.5e`, `1e400`, `-12.5E+3`, `"s"`, `"\u00e9\ud83d\ude00"`, `"\ud800"`,
+	`"\ud800\u0041"`, `"\x"`, "\"tab\tinside\"", "\"bad \xff\xfe\"", `[]`, `[1,]`, `[1 2]`, `{}`, `{"a":1,}`, `{"a" 1}`, `{"a":1}}`, `{"a":[{"b":null}]} `,
+	`{"a":"b","a":"c"}`, `{"k\u0065y":1}`, "{\"k\xffy\":1}", `{"a":1} x`, strings.Repeat(`[`, 70) + strings.Repeat(`]`, 70),
+	`{"text":"` + strings.Repeat(`abcdefgh`, 20) + `\n` + strings.Repeat(`déjà vu `, 10) + `"}`,
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st := Scanner{}.Valid(b)
+		if st == Undecided {
+			return
+		}
+		assert.Equal(t, json.Valid(b), st == OK, "%q", b)
+		if (Scanner{Float64: true}).Valid(b) == OK {
+			var v any
+			require.NoError(t, json.Unmarshal(b, &v))
+		}
+	})
+}
+
+func FuzzDecodeString(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\ud83d\ude00"`, `"\ud800"`, `"\ud800\u0041"`, `"\udc00\ud800"`, "\"bad \xff\xfe\"", "\"cut \xe2\x82\"", `"déjà"`, `"` + strings.Repeat("x", 40) + `\\"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, s []byte) {
+		var want string
+		werr := json.Unmarshal(s, &want)
+		got, ok := DecodeString(s)
+		if !ok {
+			if werr == nil {
+				// Unmarshal also takes white space around the string.
+				trimmed := bytes.Trim(s, " \t\r\n")
+				require.NotEqual(t, len(s), len(trimmed), "a valid string refused: %q", s)
+				got, ok = DecodeString(trimmed)
+				assert.True(t, ok, "a valid string refused: %q", trimmed)
+				assert.Equal(t, want, got, "%q", s)
+			}
+			return
+		}
+		require.NoError(t, werr, "the scanner accepted %q", s)
+		assert.Equal(t, want, got, "%q", s)
+	})
+}
+
+func FuzzMembers(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ms, st := Scanner{}.Members(b, nil)
+		if st == Undecided {
+			return
+		}
+		var want map[string]json.RawMessage
+		werr := json.Unmarshal(b, &want)
+		if st == Bad {
+			assert.False(t, werr == nil && want != nil, "a valid object refused: %q", b)
+			return
+		}
+		require.NoError(t, werr, "the scanner accepted %q", b)
+		got := map[string]json.RawMessage{}
+		for _, m := range ms {
+			var key string
+			require.NoError(t, json.Unmarshal(append(append([]byte{'"'}, m.Key...), '"'), &key))
+			got[key] = json.RawMessage(b[m.Start:m.End])
+			if b[m.Start] == '"' {
+				var s string
+				require.NoError(t, json.Unmarshal(b[m.Start:m.End], &s))
+				assert.Equal(t, s, StringValue(b[m.Start:m.End], m.ValFlags))
+			}
+		}
+		assert.Equal(t, want, got, "%q", b)
+	})
+}
+
+func TestSeeds(t *testing.T) {
+	for _, s := range seeds {
+		want := json.Valid([]byte(s))
+		st := Scanner{}.Valid([]byte(s))
+		if st != Undecided {
+			assert.Equal(t, want, st == OK, "%q", s)
+		}
+	}
+	_, st := Scanner{Float64: true}.Value([]byte(`1e400`), 0)
+	assert.Equal(t, Undecided, st, "a number a float64 may not hold")
+	_, st = Scanner{}.Value([]byte(strings.Repeat(`[`, 70)+strings.Repeat(`]`, 70)), 0)
+	assert.Equal(t, Undecided, st, "nesting past MaxDepth")
+}
