@@ -17,6 +17,9 @@ const completeReply = `Here is the summary.
 > Yes, fix internal/plugin/registry.go the same way, and keep the error messages lowercase.
 Fixed with sed; a test is next.
 
+## Next Step
+Add a test for the registry.
+
 ## Key Decisions & Rationale
 - Return the wrapped error instead of nil, nil.
 

@@ -241,3 +241,23 @@ func FitDoc(ctx context.Context, d *Doc, target int, count func(context.Context,
 	d.Fit(target * EstimateTokens(s) / n)
 	return d.Render()
 }
+
+// Dedupe drops every item whose text, on one line and without its list
+// marker, an earlier item already says, so that no line of a summary is
+// written twice. Short items (a bare marker, a number) are left alone.
+func (d *Doc) Dedupe() {
+	seen := map[string]bool{}
+	for p := range d.Parts {
+		part := &d.Parts[p]
+		kept := part.Items[:0]
+		for _, it := range part.Items {
+			key := trimListMarker(OneLine(it.Text))
+			if len(key) >= 24 && seen[key] && it.Keep < Never {
+				continue
+			}
+			seen[key] = true
+			kept = append(kept, it)
+		}
+		part.Items = kept
+	}
+}

@@ -134,7 +134,7 @@ func sentences(text string) []string {
 		if inCode || t == "" || strings.HasPrefix(t, "|") || strings.HasPrefix(t, "#") || strings.HasPrefix(line, "    ") {
 			continue
 		}
-		t = strings.TrimLeft(t, "-*•> ")
+		t = trimListMarker(t)
 		start := 0
 		for i := 0; i < len(t); i++ {
 			switch t[i] {
@@ -148,6 +148,31 @@ func sentences(text string) []string {
 		out = appendSentence(out, t[start:])
 	}
 	return out
+}
+
+// trimListMarker removes the list or quote markers a line opens with,
+// leaving emphasis ("**Root cause**: …") alone.
+func trimListMarker(t string) string {
+	for {
+		switch {
+		case strings.HasPrefix(t, "- "), strings.HasPrefix(t, "* "), strings.HasPrefix(t, "> "):
+			t = strings.TrimSpace(t[2:])
+		case strings.HasPrefix(t, "• "):
+			t = strings.TrimSpace(t[len("• "):])
+		case t == "-" || t == "*" || t == ">":
+			return ""
+		default:
+			i := 0
+			for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+				i++
+			}
+			if i > 0 && i+1 < len(t) && (t[i] == '.' || t[i] == ')') && t[i+1] == ' ' {
+				t = strings.TrimSpace(t[i+2:])
+				continue
+			}
+			return t
+		}
+	}
 }
 
 func appendSentence(out []string, s string) []string {
@@ -173,4 +198,74 @@ func sentenceEnd(s string, i int) bool {
 		j++
 	}
 	return j == len(s) || !(s[j] >= 'a' && s[j] <= 'z')
+}
+
+// Decision is a stated decision, labelled when it was turned down.
+type Decision struct {
+	Statement
+	// Rejected says how the option was turned down: by the assistant's
+	// own words, or by the user's answer, quoted. "" for a decision taken.
+	Rejected string
+	// Reason is true when the sentence gives its reason.
+	Reason bool
+}
+
+var (
+	rejectMarkers = []string{"rejected", "ruled out", "decided against", "won't work", "will not work", "doesn't work", "does not work", "not an option", "abandon", "dropped the idea", "gave up on"}
+	reasonMarkers = []string{"because", "since ", "so that", "to avoid", "in order to", "as it ", "which means", "otherwise"}
+	// Openings of a user's answer that turn down what was proposed.
+	refusalOpenings = []string{"no ", "no,", "no.", "nope", "don't", "do not", "dont ", "stop", "revert", "undo", "not like that", "that's wrong", "that is wrong", "wrong", "remove this", "remove that", "instead", "rather ", "never ", "not that"}
+)
+
+// ClassifyDecisions labels decisions: complete sentences only, those
+// that state an option was ruled out marked rejected, and those of an
+// assistant turn the user answered with a refusal marked as turned down
+// by the user.
+func ClassifyDecisions(statements []Statement, reqs []Request) []Decision {
+	var out []Decision
+	for _, s := range statements {
+		if !completeSentence(s.Text) {
+			continue
+		}
+		lower := strings.ToLower(s.Text)
+		d := Decision{Statement: Statement{Index: s.Index, Text: Plain(s.Text)}, Reason: hasMarker(lower, reasonMarkers)}
+		if hasMarker(lower, rejectMarkers) {
+			d.Rejected = "ruled out by the assistant"
+		}
+		for _, r := range reqs {
+			if r.Index > s.Index {
+				if refusal(r.Text) {
+					d.Rejected = "turned down by the user: “" + Plain(ClipHead(OneLine(r.Text), 160)) + "”"
+				}
+				break
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func refusal(text string) bool {
+	t := strings.ToLower(strings.TrimSpace(text))
+	if len(t) > 600 {
+		return false
+	}
+	for _, o := range refusalOpenings {
+		if strings.HasPrefix(t, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// completeSentence reports whether s reads as a whole statement: six
+// words or more, not an introduction to what follows (a trailing colon),
+// starting as a sentence starts.
+func completeSentence(s string) bool {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, ":") || len(strings.Fields(s)) < 6 {
+		return false
+	}
+	c := s[0]
+	return c >= 'A' && c <= 'Z' || c == '`' || c == '*' || c >= '0' && c <= '9' || c >= 0x80
 }
