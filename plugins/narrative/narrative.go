@@ -62,7 +62,7 @@ func (Strategy) Summarize(ctx context.Context, host sdk.Host, req *abi.Summarize
 			return nil, err
 		}
 	}
-	return &abi.SummarizeResponse{Summary: digest.FitDoc(ctx, offlineDoc(f, req.Focus), req.TargetTokens, host.CountTokens), Offline: true}, nil
+	return &abi.SummarizeResponse{Summary: digest.FitDoc(ctx, offlineDoc(f, req.Focus, req.TargetTokens), req.TargetTokens, host.CountTokens), Offline: true}, nil
 }
 
 func isNoModel(err error) bool {

@@ -49,7 +49,9 @@ func TestOfflineContent(t *testing.T) {
 		"Add a --config flag", "Keep Go 1.22 compatibility.", // merged from the previous summary
 		"focus on: registry",
 		"--- FAIL: TestLoadMissing",
-		"Then the user asked: “Yes, fix",
+		"Then came the request in progress, quoted above.",
+		"It said it would next: “Next I'll add a test for the registry so this cannot regress.”",
+		"fixed: `Bash go test ./internal/config/...` passed later",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)

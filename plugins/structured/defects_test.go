@@ -267,3 +267,13 @@ func TestCorpusSummariesClean(t *testing.T) {
 		})
 	}
 }
+
+// A merge keeps what the previous summary said changed in a file the
+// folded messages did not touch again.
+func TestMergeKeepsEarlierFileChanges(t *testing.T) {
+	prev := "## Active Task\n> Add the cache.\n\n## Files & Artifacts\nModified:\n- `cache.go`: created; added `Cache`, `Cache.Get`\n"
+	resp := summarize(t, pluginstest.NoModel(), &abi.SummarizeRequest{Kind: abi.FoldHistory, Messages: pluginstest.Session(), PreviousSummary: prev, TargetTokens: 4000})
+	files := section(t, resp.Summary, structured.FilesArtifacts)
+	assert.Contains(t, files, "- `cache.go`: created; added `Cache`, `Cache.Get`")
+	assert.Equal(t, 1, strings.Count(resp.Summary, "cache.go"), "the earlier file is listed twice")
+}

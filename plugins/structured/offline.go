@@ -24,22 +24,6 @@ const (
 // OfflineNote opens every summary built without a model.
 const OfflineNote = "_Offline summary: built without a model from the folded messages. Requests, paths, commands and errors are verbatim; the rest is extracted, not interpreted._"
 
-// The request in progress is quoted whole up to a share of the summary's
-// target, at least minRequestBytes and at most maxRequestBytes; a longer
-// one (a pasted plan) keeps its head and tail lines and says what it left
-// out.
-const (
-	minRequestBytes = 8_000
-	maxRequestBytes = 32_000
-)
-
-func requestCap(target int) int {
-	if target <= 0 {
-		return maxRequestBytes
-	}
-	return min(max(target*4*3/5, minRequestBytes), maxRequestBytes)
-}
-
 // offlineDoc fills the seven sections from the facts alone.
 func offlineDoc(f *digest.Facts, focus string, target int) *digest.Doc {
 	prev := previousSections(f.Previous)
@@ -109,42 +93,6 @@ func boilerplate(l string) bool {
 	return strings.HasPrefix(t, "(") && strings.HasSuffix(t, "left out to fit the size target.)")
 }
 
-// quoteRequest quotes the request in progress, whole up to max bytes;
-// past that its head and tail lines, with a line saying what was left out.
-func quoteRequest(text string, max int) string {
-	text = digest.WithoutImages(strings.TrimSpace(text))
-	if len(text) <= max {
-		return quote(text)
-	}
-	lines := strings.Split(text, "\n")
-	head, tail := 0, len(lines)
-	size := 0
-	for head < tail && size+len(lines[head])+1 <= max*2/3 {
-		size += len(lines[head]) + 1
-		head++
-	}
-	for tail > head && size+len(lines[tail-1])+1 <= max {
-		size += len(lines[tail-1]) + 1
-		tail--
-	}
-	if head == 0 {
-		// One huge line: clip it by bytes.
-		return quote(digest.Clip(text, max))
-	}
-	left := strings.Join(lines[head:tail], "\n")
-	note := fmt.Sprintf("[… %d of the request's %d lines (%d of %d bytes) left out here; the whole request is in the session log …]",
-		tail-head, len(lines), len(left), len(text))
-	return quote(strings.Join(lines[:head], "\n") + "\n" + note + "\n" + strings.Join(lines[tail:], "\n"))
-}
-
-func bullet(s string) string {
-	s = strings.TrimSpace(s)
-	if strings.HasPrefix(s, "- ") || strings.HasPrefix(s, "* ") {
-		return s
-	}
-	return "- " + s
-}
-
 func activeTask(f *digest.Facts, prev map[string][]string, focus string, target int) digest.Part {
 	p := digest.Part{Title: ActiveTask, Empty: "No user request in the folded messages."}
 	switch {
@@ -155,7 +103,7 @@ func activeTask(f *digest.Facts, prev map[string][]string, focus string, target 
 		}
 		p.Items = append(p.Items,
 			digest.Item{Text: lead, Keep: digest.Never},
-			digest.Item{Text: quoteRequest(f.Latest.Text, requestCap(target)), Keep: digest.Never})
+			digest.Item{Text: digest.QuoteRequest(f.Latest.Text, digest.RequestCap(target)), Keep: digest.Never})
 		if old := prev[ActiveTask]; len(old) > 0 {
 			latest := digest.OneLine(f.Latest.Text)
 			for _, l := range old {
@@ -228,15 +176,6 @@ func firstLine(s string) string {
 	return digest.ClipHead(l, 240)
 }
 
-// quote writes text as a markdown block quote, line by line.
-func quote(text string) string {
-	lines := strings.Split(strings.TrimSpace(text), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight("> "+l, " ")
-	}
-	return strings.Join(lines, "\n")
-}
-
 func decisions(f *digest.Facts, prev map[string][]string) digest.Part {
 	p := digest.Part{Title: KeyDecisions, Empty: "No decision stated in the folded messages.", Omitted: "(%d decisions left out to fit the size target.)"}
 	for _, d := range digest.Last(f.Decided, 12) {
@@ -295,6 +234,7 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 	// A previous offline summary lists its files under the same headers:
 	// they join the lists, modified ones stay never dropped.
 	var rest []string
+	earlier := map[string]string{} // path -> its line in the previous summary
 	group := ""
 	for _, l := range prev[FilesArtifacts] {
 		switch strings.TrimSpace(l) {
@@ -306,6 +246,7 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 		switch {
 		case group == "Modified" && strings.HasPrefix(strings.TrimSpace(l), "- `"):
 			modified = appendNew(modified, path)
+			earlier[path] = strings.TrimSpace(l)
 		case group == "Read" && strings.HasPrefix(strings.TrimSpace(l), "- `"):
 			if !contains(modified, path) {
 				read = appendNew(read, path)
@@ -318,6 +259,8 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 		text := "- " + digest.Code(m)
 		if c, ok := changeOf(f.Changes, m); ok {
 			text = "- " + c.Line()
+		} else if l, ok := earlier[m]; ok {
+			text = l
 		}
 		p.Items = append(p.Items, digest.Item{Text: text, Keep: digest.Never, Header: "Modified:"})
 	}
