@@ -205,7 +205,7 @@ func (e *Engine) strategy(name string) (Strategy, error) {
 
 // summarizePlan runs one strategy over the plan: the history (chunked to
 // fit the summarizer's window) and, when the cut is inside a turn, the
-// turn's prefix as its own request.
+// turn's prefix as its own request, merging the history's summary.
 func (e *Engine) summarizePlan(ctx context.Context, s *Session, svc *services, name string, p *plan, focus string) (string, bool, error) {
 	br := e.breaker(name)
 	if !br.allow(time.Now()) {
@@ -242,18 +242,14 @@ func (e *Engine) summarizePlan(ctx context.Context, s *Session, svc *services, n
 			}
 		}
 	}
+	// The turn in progress is summarized last, with the history's summary
+	// to merge: its request is the one in progress, so it heads the one
+	// summary, and the history's latest request, done, becomes earlier.
 	if err == nil && len(p.prefix) > 0 {
-		var turn string
-		for _, chunk := range e.fitChunks(p.prefix, "") {
-			if turn, err = call(abi.FoldTurnPrefix, chunk, turn, max(e.cfg.SummaryTokens/3, 500)); err != nil {
+		for _, chunk := range e.fitChunks(p.prefix, summary) {
+			if summary, err = call(abi.FoldTurnPrefix, chunk, summary, e.cfg.SummaryTokens); err != nil {
 				break
 			}
-		}
-		if err == nil {
-			if summary != "" {
-				summary += "\n\n"
-			}
-			summary += "## Current Turn So Far\n" + turn
 		}
 	}
 	br.record(err, time.Now(), e.cfg.BreakerFailures, e.cfg.BreakerCooldown)
