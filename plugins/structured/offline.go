@@ -77,7 +77,7 @@ func previousSections(prev []string) map[string][]string {
 func boilerplate(l string) bool {
 	for _, p := range []string{
 		"_Offline summary", "The user's latest request, verbatim:", "The user's request for the turn in progress, verbatim:",
-		"The user's request in progress, verbatim:", "The agent's plan, as it last left it:", "Not fixed yet:", "Errors met since fixed:", "Errors not seen fixed:",
+		"The user's request in progress, verbatim:", "The agent's plan, as it last left it:", "Not fixed yet:", "Errors met since fixed:", "Errors not seen fixed:", "Found along the way:",
 		"Not stated in the folded messages", "[… ",
 		"This summarizes the start of the turn;", "Focus asked for this summary:", "Earlier task, from the previous summary:",
 		"From the previous summary:", "Before, from the previous summary:", "Then:", "Done so far in this turn:",
@@ -389,11 +389,25 @@ func narrative(f *digest.Facts, prev map[string][]string) digest.Part {
 		if digest.Relevant(t.Request+" "+t.Outcome, f.Focus) {
 			keep = keepFocused
 		}
-		line := t.Line(200)
+		// The last turns keep more of the assistant's closing report: it
+		// is the agent's own account of what it did (commits, results).
+		width := 200
+		if i >= len(f.Turns)-3 {
+			width, keep = 800, keep+1
+		}
+		line := t.Line(width)
 		if f.HasRequest && t.Start == f.Latest.Index {
 			line = t.LineAs("User: the request in progress, quoted above.", 200)
 		}
 		p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("%d. %s", i+1, line), Keep: keep, Header: header})
+	}
+	return findings(f, p)
+}
+
+// findings adds what the assistant reported established along the way.
+func findings(f *digest.Facts, p digest.Part) digest.Part {
+	for _, s := range digest.Last(f.Findings, 40) {
+		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Plain(s.Text), Keep: stated(s.Text, f.Focus) - 1, Header: "Found along the way:"})
 	}
 	return p
 }
@@ -421,7 +435,7 @@ func turnSteps(f *digest.Facts, p digest.Part, header string) digest.Part {
 		p.Items = append(p.Items, digest.Item{Text: text, Keep: keep, Header: header})
 	}
 	if n := len(f.Turns); n > 0 && f.Turns[n-1].Outcome != "" {
-		p.Items = append(p.Items, digest.Item{Text: "Last said: “" + digest.Plain(digest.FirstSentence(f.Turns[n-1].Outcome, 300)) + "”", Keep: keepStated, Header: header})
+		p.Items = append(p.Items, digest.Item{Text: "Last said: “" + digest.Plain(digest.Gist(f.Turns[n-1].Outcome, 600)) + "”", Keep: keepStated, Header: header})
 	}
-	return p
+	return findings(f, p)
 }

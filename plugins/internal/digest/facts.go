@@ -37,6 +37,8 @@ type Facts struct {
 	// Decided holds the decisions labelled (taken, ruled out, turned down).
 	Decided []Decision
 	Images  []ImageNote
+	// Findings are what the assistant reported established along the way.
+	Findings []Statement
 	// Previous holds the summaries to merge: the request's previous
 	// summary, then any summary messages among the folded ones.
 	Previous []string
@@ -67,6 +69,7 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Resolved = Resolve(f.Calls, f.Errors)
 	f.Decided = ClassifyDecisions(f.Decisions, f.Requests)
 	f.Images = Images(msgs)
+	f.Findings = Findings(msgs, f.Decisions)
 	f.Focus = FocusTerms(req.Focus)
 	if s := strings.TrimSpace(req.PreviousSummary); s != "" {
 		f.Previous = append(f.Previous, s)

@@ -269,3 +269,115 @@ func completeSentence(s string) bool {
 	c := s[0]
 	return c >= 'A' && c <= 'Z' || c == '`' || c == '*' || c >= '0' && c <= '9' || c >= 0x80
 }
+
+// Words of a sentence that reports something found or established.
+var findingMarkers = []string{
+	"confirmed", "found ", "is registered", "are registered", "root cause", "the issue is", "the problem is",
+	"turns out", "pre-existing", "already broken", "caused by", "fails because", "failed because", "is defined in",
+	"lives in", "pushed", "committed", "merged", "created pr", "opened pr", "pull request", "expired", "401", "403",
+}
+
+// Findings returns the assistant's sentences that report something
+// established along the way: a marker of a finding, a commit hash, a URL,
+// a PR or issue number, or a file:line position. Decisions are left out:
+// they are listed as such.
+func Findings(msgs []abi.Message, decisions []Statement) []Statement {
+	taken := map[string]bool{}
+	for _, d := range decisions {
+		taken[d.Text] = true
+	}
+	var out []Statement
+	for i, m := range msgs {
+		if m.Role != abi.RoleAssistant {
+			continue
+		}
+		for _, s := range sentences(textOf(m)) {
+			if taken[s] || len(strings.Fields(s)) < 4 && !hasArtifact(s) {
+				continue
+			}
+			if hasMarker(strings.ToLower(s), findingMarkers) || hasArtifact(s) {
+				out = appendStatement(out, Statement{i, s})
+			}
+		}
+	}
+	return out
+}
+
+// hasArtifact reports whether s names a commit hash (7 to 40 hex digits
+// with a letter and a digit), a URL, an issue or PR number or a file:line.
+func hasArtifact(s string) bool {
+	if strings.Contains(s, "://") {
+		return true
+	}
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool {
+		return r == ' ' || r == '`' || r == '(' || r == ')' || r == ',' || r == ';' || r == '"' || r == '\''
+	}) {
+		w = strings.TrimRight(w, ".:!?")
+		if isHash(w) {
+			return true
+		}
+		if len(w) > 1 && w[0] == '#' && allDigits(w[1:]) {
+			return true
+		}
+		if i := strings.LastIndexByte(w, ':'); i > 0 && i+1 < len(w) && allDigits(strings.Split(w[i+1:], "-")[0]) && strings.Contains(w[:i], ".") {
+			return true
+		}
+	}
+	return false
+}
+
+func isHash(w string) bool {
+	if len(w) < 7 || len(w) > 40 {
+		return false
+	}
+	letter, digit := false, false
+	for i := 0; i < len(w); i++ {
+		switch c := w[i]; {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c >= 'a' && c <= 'f':
+			letter = true
+		default:
+			return false
+		}
+	}
+	return letter && digit
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Gist returns the leading sentences of a message, on one line, up to max
+// bytes, passing over the opening courtesies ("Done.", "Good question.").
+func Gist(text string, max int) string {
+	var parts []string
+	size := 0
+	all := sentences(text)
+	lead := 0 // the courtesies to pass over, when something follows them
+	for lead < len(all) && len(strings.Fields(all[lead])) < 3 {
+		lead++
+	}
+	if lead == len(all) {
+		lead = 0
+	}
+	for _, s := range all[lead:] {
+		if size > 0 && size+len(s)+1 > max {
+			break
+		}
+		parts = append(parts, s)
+		size += len(s) + 1
+	}
+	if len(parts) == 0 {
+		return FirstSentence(text, max)
+	}
+	return ClipHead(strings.Join(parts, " "), max)
+}

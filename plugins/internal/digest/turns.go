@@ -146,7 +146,7 @@ func (t Turn) LineAs(lead string, max int) string {
 		fmt.Fprintf(&b, " %d error%s.", t.Errors, plural(t.Errors))
 	}
 	if t.Outcome != "" {
-		fmt.Fprintf(&b, " Assistant: “%s”", Plain(FirstSentence(t.Outcome, max)))
+		fmt.Fprintf(&b, " Assistant: “%s”", Plain(Gist(t.Outcome, max)))
 	}
 	return b.String()
 }
