@@ -141,21 +141,24 @@ type Resolution struct {
 
 // Resolve finds, for each error, a later successful call that repeats
 // the failed one: the same program and subcommand, or the same tool on
-// the same file.
+// the same file. What counts is the last such call: a failure after a
+// success leaves the error standing.
 func Resolve(calls []Call, errs []ErrorNote) []Resolution {
-	key := func(c Call) string {
+	keys := make([]string, len(calls))
+	last := map[string]int{} // key -> the last call of that key with a result
+	byResult := map[int]int{}
+	for i, c := range calls {
 		if c.Command != "" {
 			w := strings.Fields(mainCommand(c.Command))
 			if len(w) > 2 {
 				w = w[:2]
 			}
-			return strings.Join(w, " ")
+			keys[i] = strings.Join(w, " ")
+		} else {
+			keys[i] = c.Name + " " + c.Path()
 		}
-		return c.Name + " " + c.Path()
-	}
-	byResult := map[int]int{}
-	for i, c := range calls {
 		if c.Result != nil {
+			last[keys[i]] = i
 			byResult[c.Result.Index] = i
 		}
 	}
@@ -166,22 +169,12 @@ func Resolve(calls []Call, errs []ErrorNote) []Resolution {
 		if !ok {
 			continue
 		}
-		k := key(calls[ci])
 		out[i].Shell = calls[ci].Command != "" && !lookup(mainCommand(calls[ci].Command))
-		failedAgain := false
-		for _, later := range calls[ci+1:] {
-			if key(later) != k || later.Result == nil {
-				continue
+		if li := last[keys[ci]]; li > ci {
+			r := calls[li].Result
+			if !r.IsError && errorExcerpt(r.Text, false) == "" {
+				out[i].FixedBy = calls[li].Brief(120)
 			}
-			if later.Result.IsError || errorExcerpt(later.Result.Text, false) != "" {
-				failedAgain = true
-				continue
-			}
-			out[i].FixedBy = later.Brief(120)
-			failedAgain = false
-		}
-		if failedAgain {
-			out[i].FixedBy = ""
 		}
 	}
 	return out

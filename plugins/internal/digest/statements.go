@@ -49,6 +49,7 @@ func OpenItems(msgs []abi.Message) []Statement {
 // assistantStatements returns Decisions and OpenItems from one pass over
 // the assistant's sentences.
 func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
+	seenDecision, seenOpen := map[string]bool{}, map[string]bool{}
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == abi.RoleAssistant && strings.TrimSpace(textOf(msgs[i])) != "" {
@@ -63,10 +64,10 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 		for _, s := range sentences(textOf(m)) {
 			lower := strings.ToLower(s)
 			if hasMarker(lower, decisionMarkers) {
-				decisions = appendStatement(decisions, Statement{i, s})
+				decisions = appendStatement(decisions, Statement{i, s}, seenDecision)
 			}
 			if hasMarker(lower, openMarkers) || (i == last && hasMarker(lower, intentMarkers)) {
-				open = appendStatement(open, Statement{i, s})
+				open = appendStatement(open, Statement{i, s}, seenOpen)
 			}
 		}
 	}
@@ -79,22 +80,23 @@ func Constraints(msgs []abi.Message) []Statement { return constraintsOf(Requests
 // constraintsOf is Constraints of the requests already found.
 func constraintsOf(reqs []Request) []Statement {
 	var out []Statement
+	seen := map[string]bool{}
 	for _, r := range reqs {
 		for _, s := range sentences(r.Text) {
 			if hasMarker(strings.ToLower(s), constraintMarkers) {
-				out = appendStatement(out, Statement{r.Index, s})
+				out = appendStatement(out, Statement{r.Index, s}, seen)
 			}
 		}
 	}
 	return out
 }
 
-func appendStatement(list []Statement, s Statement) []Statement {
-	for _, x := range list {
-		if x.Text == s.Text {
-			return list
-		}
+// appendStatement appends s unless its text is in seen, which it updates.
+func appendStatement(list []Statement, s Statement, seen map[string]bool) []Statement {
+	if seen[s.Text] {
+		return list
 	}
+	seen[s.Text] = true
 	return append(list, s)
 }
 
@@ -223,6 +225,7 @@ var (
 // by the user.
 func ClassifyDecisions(statements []Statement, reqs []Request) []Decision {
 	var out []Decision
+	next := 0 // the first request after the statement; statements come in order
 	for _, s := range statements {
 		if !completeSentence(s.Text) {
 			continue
@@ -232,13 +235,11 @@ func ClassifyDecisions(statements []Statement, reqs []Request) []Decision {
 		if hasMarker(lower, rejectMarkers) {
 			d.Rejected = "ruled out by the assistant"
 		}
-		for _, r := range reqs {
-			if r.Index > s.Index {
-				if refusal(r.Text) {
-					d.Rejected = "turned down by the user: “" + Plain(ClipHead(OneLine(r.Text), 160)) + "”"
-				}
-				break
-			}
+		for next < len(reqs) && reqs[next].Index <= s.Index {
+			next++
+		}
+		if next < len(reqs) && refusal(reqs[next].Text) {
+			d.Rejected = "turned down by the user: “" + Plain(ClipHead(OneLine(reqs[next].Text), 160)) + "”"
 		}
 		out = append(out, d)
 	}
@@ -287,6 +288,7 @@ func Findings(msgs []abi.Message, decisions []Statement) []Statement {
 		taken[d.Text] = true
 	}
 	var out []Statement
+	seen := map[string]bool{}
 	for i, m := range msgs {
 		if m.Role != abi.RoleAssistant {
 			continue
@@ -296,7 +298,7 @@ func Findings(msgs []abi.Message, decisions []Statement) []Statement {
 				continue
 			}
 			if hasMarker(strings.ToLower(s), findingMarkers) || hasArtifact(s) {
-				out = appendStatement(out, Statement{i, s})
+				out = appendStatement(out, Statement{i, s}, seen)
 			}
 		}
 	}
