@@ -79,10 +79,11 @@ func offlineDoc(f *digest.Facts, focus string, target int) *digest.Doc {
 			if digest.Relevant(t.Request+" "+t.Outcome, f.Focus) {
 				keep = keepFocused
 			}
-			text := turnProse(i, t)
+			recent := i >= len(f.Turns)-3
+			text := turnProse(i, t, recent)
 			if f.HasRequest && t.Start == f.Latest.Index {
 				t.Request = ""
-				text = "Then came the request in progress, quoted above." + strings.TrimPrefix(turnProse(i, t), "The folded part opens mid-task.")
+				text = "Then came the request in progress, quoted above." + strings.TrimPrefix(turnProse(i, t, recent), "The folded part opens mid-task.")
 			}
 			story.Items = append(story.Items, digest.Item{Text: text, Keep: keep})
 		}
@@ -148,7 +149,12 @@ func offlineDoc(f *digest.Facts, focus string, target int) *digest.Doc {
 		open.Items = append(open.Items, digest.Item{Text: text, Keep: keepStated})
 	}
 
-	d.Parts = []digest.Part{task, next, focused, before, story, files, decided, open}
+	found := digest.Part{Title: "Found along the way", Omitted: "(%d findings left out to fit the size target.)"}
+	for _, st := range digest.Last(f.Findings, 40) {
+		found.Items = append(found.Items, digest.Item{Text: digest.Plain(st.Text), Keep: keepRead})
+	}
+
+	d.Parts = []digest.Part{task, next, focused, before, story, files, decided, found, open}
 	d.Dedupe()
 	return d
 }
@@ -158,7 +164,9 @@ func firstLine(s string) string {
 	return digest.ClipHead(l, 240)
 }
 
-func turnProse(i int, t digest.Turn) string {
+// turnProse tells one turn; a recent one keeps more of the assistant's
+// closing report, the agent's own account of what it did.
+func turnProse(i int, t digest.Turn, recent bool) string {
 	var b strings.Builder
 	switch {
 	case t.Request == "":
@@ -181,7 +189,11 @@ func turnProse(i int, t digest.Turn) string {
 		fmt.Fprintf(&b, " %d calls failed.", t.Errors)
 	}
 	if t.Outcome != "" {
-		fmt.Fprintf(&b, " It ended with: “%s”", digest.Plain(digest.FirstSentence(t.Outcome, 300)))
+		width := 300
+		if recent {
+			width = 800
+		}
+		fmt.Fprintf(&b, " It ended with: “%s”", digest.Plain(digest.Gist(t.Outcome, width)))
 	}
 	return b.String()
 }
