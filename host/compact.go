@@ -27,6 +27,10 @@ var (
 	// ErrConcurrentCompaction: the session was compacted or undone while
 	// this compaction ran; its result was discarded.
 	ErrConcurrentCompaction = errors.New("host: session changed during compaction")
+	// ErrSummaryNotSmaller: a strategy's summary is not smaller than what
+	// it replaces (the folded messages and the previous summary), so the
+	// compaction would not shrink the context; the attempt failed.
+	ErrSummaryNotSmaller = errors.New("host: summary is not smaller than what it replaces")
 )
 
 // StrategyEmergency names the emergency path in events and logs.
@@ -163,6 +167,10 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 	for i, name := range names {
 		summary, offline, err = e.summarizePlan(ctx, s, svc, name, p, opts.Focus)
 		if err == nil {
+			summary = e.verifySummary(summary, p)
+			err = e.checkShrinks(name, summary, p)
+		}
+		if err == nil {
 			strategy = name
 			break
 		}
@@ -179,7 +187,6 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 	if strategy == "" {
 		return e.emergency(s, p.before, opts.overhead)
 	}
-	summary = e.verifySummary(summary, p)
 
 	c := Compaction{
 		Summary: summary, Strategy: strategy, Offline: offline, Focus: opts.Focus,
@@ -228,7 +235,7 @@ func (e *Engine) strategy(name string) (Strategy, error) {
 
 // summarizePlan runs one strategy over the plan: the history (chunked to
 // fit the summarizer's window) and, when the cut is inside a turn, the
-// turn's prefix as its own request.
+// turn's prefix as its own request, merging the history's summary.
 func (e *Engine) summarizePlan(ctx context.Context, s *Session, svc *services, name string, p *plan, focus string) (string, bool, error) {
 	br := e.breaker(name)
 	if !br.allow(time.Now()) {
@@ -265,18 +272,14 @@ func (e *Engine) summarizePlan(ctx context.Context, s *Session, svc *services, n
 			}
 		}
 	}
+	// The turn in progress is summarized last, with the history's summary
+	// to merge: its request is the one in progress, so it heads the one
+	// summary, and the history's latest request, done, becomes earlier.
 	if err == nil && len(p.prefix) > 0 {
-		var turn string
-		for _, chunk := range e.fitChunks(p.prefix, "") {
-			if turn, err = call(abi.FoldTurnPrefix, chunk, turn, max(e.cfg.SummaryTokens/3, 500)); err != nil {
+		for _, chunk := range e.fitChunks(p.prefix, summary) {
+			if summary, err = call(abi.FoldTurnPrefix, chunk, summary, e.cfg.SummaryTokens); err != nil {
 				break
 			}
-		}
-		if err == nil {
-			if summary != "" {
-				summary += "\n\n"
-			}
-			summary += "## Current Turn So Far\n" + turn
 		}
 	}
 	br.record(err, time.Now(), e.cfg.BreakerFailures, e.cfg.BreakerCooldown)
@@ -346,11 +349,7 @@ func (e *Engine) verifySummary(summary string, p *plan) string {
 	}
 	var add strings.Builder
 	if p.latestRequest != "" && !mentions(summary, p.latestRequest) {
-		req := p.latestRequest
-		if len(req) > 4000 {
-			req = headTail(req, 4000)
-		}
-		add.WriteString("\n\n## Latest User Request (verbatim)\n" + req)
+		add.WriteString("\n\n## Latest User Request (verbatim)\n" + clipRequest(p.latestRequest, maxAddedRequest))
 	}
 	var missingMod, missingRead []string
 	for _, f := range p.files.Modified {
@@ -383,15 +382,73 @@ func (e *Engine) verifySummary(summary string, p *plan) string {
 	return strings.TrimRight(summary+add.String(), "\n")
 }
 
+// checkShrinks fails a summary that is not smaller than what it replaces:
+// the folded messages and the previous summary. Splicing it would make
+// the context bigger (an offline summary of a short span can be), so the
+// attempt counts as failed and the next strategy is tried.
+func (e *Engine) checkShrinks(strategy, summary string, p *plan) error {
+	replaced := e.counter.Count(p.previous)
+	for _, msgs := range [][]Message{p.history, p.prefix} {
+		for i := range msgs {
+			replaced += tokens.Message(e.counter, &msgs[i])
+		}
+	}
+	if n := e.counter.Count(summary); n >= replaced {
+		return fmt.Errorf("strategy %s: %w: %d tokens for %d replaced", strategy, ErrSummaryNotSmaller, n, replaced)
+	}
+	return nil
+}
+
+// maxAddedRequest bounds the request verifySummary adds to a summary
+// that lacks it.
+const maxAddedRequest = 8000
+
+// clipRequest keeps the head and tail of a request longer than max bytes,
+// saying how much of the request it left out.
+func clipRequest(req string, max int) string {
+	if len(req) <= max {
+		return req
+	}
+	head := req[:utf8Floor(req, max*3/5)]
+	tail := req[utf8Ceil(req, len(req)-(max-len(head))):]
+	omitted := req[len(head) : len(req)-len(tail)]
+	return fmt.Sprintf("%s\n[... %d lines (%d bytes) of the request left out; the whole request is in the session log ...]\n%s",
+		head, strings.Count(omitted, "\n"), len(omitted), tail)
+}
+
 // mentions reports whether summary carries the request: its opening words,
-// whitespace folded.
+// whitespace folded, the request's system reminders left out and the
+// summary's block-quote markers ignored (a summary quotes the request).
 func mentions(summary, request string) bool {
 	fold := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	lines := strings.Split(summary, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(strings.TrimPrefix(l, ">"), " ")
+	}
+	summary = strings.Join(lines, "\n")
+	request = withoutTag(request, "system-reminder")
 	req := fold(request)
 	if len(req) > 200 {
 		req = req[:utf8Floor(req, 200)]
 	}
 	return strings.Contains(fold(summary), req)
+}
+
+// withoutTag removes the <tag>…</tag> elements of s: harness text inside a
+// request that a summary leaves out.
+func withoutTag(s, tag string) string {
+	open, closing := "<"+tag+">", "</"+tag+">"
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], closing)
+		if j < 0 {
+			return s[:i]
+		}
+		s = s[:i] + s[i+j+len(closing):]
+	}
 }
 
 // splice logs the compaction and makes it active, unless the session was

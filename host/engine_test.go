@@ -246,7 +246,9 @@ func TestCutInsideLongTurnFoldsPrefixSeparately(t *testing.T) {
 	ctxMsgs := s.Context()
 	require.NoError(t, Validate(ctxMsgs, false))
 	text := ctxMsgs[0].Content[0].Text
-	assert.Contains(t, text, "## Current Turn So Far", "summary lacks the turn prefix")
+	assert.Empty(t, reqs[0].PreviousSummary, "history folded with a previous summary")
+	assert.Contains(t, text, "SUMMARY(turn_prefix)", "summary lacks the turn prefix")
+	assert.Contains(t, reqs[1].PreviousSummary, "SUMMARY(history)", "the turn prefix does not merge the history's summary")
 	assert.Contains(t, text, "second task: a long one", "summary lacks the active request")
 	assert.Equal(t, abi.RoleAssistant, ctxMsgs[1].Role, "kept part starts with the wrong role")
 }

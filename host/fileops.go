@@ -26,7 +26,7 @@ var (
 	modifyTools = []string{"write", "edit", "multiedit", "notebookedit", "write_file", "edit_file", "create", "create_file", "str_replace", "insert", "replace_in_file"}
 	editorTools = []string{"str_replace_editor", "str_replace_based_edit_tool", "text_editor"}
 	patchTools  = []string{"apply_patch", "patch"}
-	shellTools  = []string{"bash", "shell", "exec_command", "run_terminal_cmd", "execute_command", "terminal"}
+	shellTools  = []string{"bash", "shell", "shell_command", "exec_command", "run_terminal_cmd", "execute_command", "terminal"}
 	pathKeys    = []string{"file_path", "path", "filePath", "notebook_path", "target_file", "filename", "file"}
 )
 

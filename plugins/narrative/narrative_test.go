@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/plugins/internal/digest"
 	"github.com/compact-host/compact-host/plugins/narrative"
@@ -49,7 +52,9 @@ func TestOfflineContent(t *testing.T) {
 		"Add a --config flag", "Keep Go 1.22 compatibility.", // merged from the previous summary
 		"focus on: registry",
 		"--- FAIL: TestLoadMissing",
-		"Then the user asked: “Yes, fix",
+		"Then came the request in progress, quoted above.",
+		"It said it would next: “Next I'll add a test for the registry so this cannot regress.”",
+		"fixed: `Bash go test ./internal/config/...` passed later",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)
@@ -141,4 +146,16 @@ func TestTurnPrefixPrompt(t *testing.T) {
 	if !strings.Contains(host.Requests()[0].System, "beginning of one turn") {
 		t.Error("turn prefix prompt does not say so")
 	}
+}
+
+// The narrative prompt carries the same content requirements as the
+// structured one.
+func TestModelPromptStatesContentRequirements(t *testing.T) {
+	host := pluginstest.WithReplies("The user asked to fix the crash.")
+	summarize(t, host, &abi.SummarizeRequest{Kind: abi.FoldHistory, Messages: pluginstest.Session(), ModelAvailable: true})
+	reqs := host.Requests()
+	require.NotEmpty(t, reqs)
+	sys := reqs[0].System
+	assert.Contains(t, sys, digest.ContentRules)
+	assert.Contains(t, sys, "Open with the request in progress")
 }

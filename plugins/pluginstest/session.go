@@ -115,3 +115,32 @@ Read:
 ## Session Narrative
 1. User: “Add a --config flag to the CLI that loads settings from a YAML file.” Tools: Edit ×2. Modified ` + "`cmd/app/flags.go`, `internal/config/load.go`" + `.
 `
+
+// LongSession is Session repeated, with fresh IDs and numbered requests,
+// until it holds n messages: the long session the strategies' speed is
+// measured on.
+func LongSession(n int) []abi.Message {
+	base := Session()
+	out := make([]abi.Message, 0, n+len(base))
+	for rep := 0; len(out) < n; rep++ {
+		for _, m := range base {
+			m.ID = fmt.Sprintf("r%d-%s", rep, m.ID)
+			m.Content = append([]abi.Block(nil), m.Content...)
+			for i := range m.Content {
+				b := &m.Content[i]
+				switch b.Type {
+				case abi.BlockToolUse:
+					b.ID = fmt.Sprintf("r%d-%s", rep, b.ID)
+				case abi.BlockToolResult:
+					b.ToolUseID = fmt.Sprintf("r%d-%s", rep, b.ToolUseID)
+				case abi.BlockText:
+					if m.Role == abi.RoleUser {
+						b.Text = fmt.Sprintf("Step %d. %s", rep, b.Text)
+					}
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out[:n]
+}

@@ -164,3 +164,17 @@ func BenchmarkCorpusOffline(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLongSession summarizes a session of 10,000 messages offline,
+// in process (BenchmarkBuiltinStrategies10k in host/plugin runs it over
+// wasm too).
+//
+//	go test -run '^$' -bench LongSession ./plugins/structured/
+func BenchmarkLongSession(b *testing.B) {
+	req := &abi.SummarizeRequest{Kind: abi.FoldHistory, Messages: pluginstest.LongSession(10000), TargetTokens: 8000}
+	for b.Loop() {
+		if _, err := structured.New().Strategy.Summarize(context.Background(), pluginstest.NoModel(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

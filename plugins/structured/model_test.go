@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/plugins/internal/digest"
 	"github.com/compact-host/compact-host/plugins/pluginstest"
@@ -16,6 +19,9 @@ const completeReply = `Here is the summary.
 ## Active Task
 > Yes, fix internal/plugin/registry.go the same way, and keep the error messages lowercase.
 Fixed with sed; a test is next.
+
+## Next Step
+Add a test for the registry.
 
 ## Key Decisions & Rationale
 - Return the wrapped error instead of nil, nil.
@@ -154,5 +160,28 @@ func TestModelPromptShrinksWhenTooLarge(t *testing.T) {
 	summarize(t, host, &abi.SummarizeRequest{Kind: abi.FoldHistory, Messages: big, ModelAvailable: true})
 	if len(host.sizes) != 2 || host.sizes[1] >= host.sizes[0] {
 		t.Errorf("prompt sizes %v, want a second, smaller prompt after too_large", host.sizes)
+	}
+}
+
+// The model is asked for what the offline summary keeps: the seven
+// sections, the request in progress whole, the next step and where it
+// comes from, per-file changes, rejected options labelled, errors with
+// their resolution, no repeats, valid markdown.
+func TestModelPromptStatesContentRequirements(t *testing.T) {
+	host := pluginstest.WithReplies(completeReply)
+	summarize(t, host, &abi.SummarizeRequest{Kind: abi.FoldHistory, Messages: pluginstest.Session(), ModelAvailable: true})
+	reqs := host.Requests()
+	require.NotEmpty(t, reqs)
+	sys := reqs[0].System
+	for _, title := range structured.Sections {
+		assert.Contains(t, sys, "## "+title+"\n")
+		assert.Contains(t, sys, "- "+title+": ", "the prompt does not say what goes under %q", title)
+	}
+	for _, want := range []string{
+		"request in progress", "quoted verbatim and in full, once", "latest plan or todo list", "last stated intention",
+		"failing tests or errors not yet fixed", "added, changed or removed", `"Rejected:"`, "Never list a rejected option as a decision",
+		"resolved", "do not repeat text", "close every",
+	} {
+		assert.Contains(t, sys, want)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 // Priorities of the offline items: the narrative goes first, then what
 // was read, then what the previous summary carried, then the rest. The
-// task and the modified files are never dropped.
+// task, the next step and the modified files are never dropped.
 const (
 	keepOldNarrative = 0
 	keepNarrative    = 1
@@ -18,27 +18,26 @@ const (
 	keepRead         = 3
 	keepPrevious     = 4
 	keepStated       = 5
+	keepNext         = 7
 )
 
 // OfflineNote opens every summary built without a model.
 const OfflineNote = "_Offline summary: built without a model from the folded messages. Requests, paths, commands and errors are verbatim; the rest is extracted, not interpreted._"
 
-// maxRequestBytes bounds a request quoted as the active task. Longer ones
-// (a pasted plan) keep their head and tail.
-const maxRequestBytes = 6000
-
-// offlineDoc fills the six sections from the facts alone.
-func offlineDoc(f *digest.Facts, focus string) *digest.Doc {
+// offlineDoc fills the seven sections from the facts alone.
+func offlineDoc(f *digest.Facts, focus string, target int) *digest.Doc {
 	prev := previousSections(f.Previous)
 	d := &digest.Doc{Preamble: OfflineNote}
 	d.Parts = []digest.Part{
-		activeTask(f, prev, focus),
+		activeTask(f, prev, focus, target),
+		nextStep(f, prev),
 		decisions(f, prev),
 		files(f, prev),
 		constraints(f, prev, focus),
 		pending(f, prev),
 		narrative(f, prev),
 	}
+	d.Dedupe()
 	return d
 }
 
@@ -78,10 +77,13 @@ func previousSections(prev []string) map[string][]string {
 func boilerplate(l string) bool {
 	for _, p := range []string{
 		"_Offline summary", "The user's latest request, verbatim:", "The user's request for the turn in progress, verbatim:",
+		"The user's request in progress, verbatim:", "The agent's plan, as it last left it:", "Not fixed yet:", "Errors met since fixed:", "Errors not seen fixed:", "Found along the way:",
+		"Not stated in the folded messages", "[… ",
 		"This summarizes the start of the turn;", "Focus asked for this summary:", "Earlier task, from the previous summary:",
 		"From the previous summary:", "Before, from the previous summary:", "Then:", "Done so far in this turn:",
 		"Last errors seen (they may since be fixed):", "No user request in the folded messages.",
-		"None stated in the folded messages.", "No file operations in the folded messages.", "Nothing happened in the folded messages.",
+		"None stated in the folded messages.", "No decision stated in the folded messages.", "No rule stated by the user in the folded messages.",
+		"Nothing left open in the folded messages.", "No file operations in the folded messages.", "Nothing happened in the folded messages.",
 	} {
 		if strings.HasPrefix(strings.TrimSpace(l), p) {
 			return true
@@ -91,28 +93,21 @@ func boilerplate(l string) bool {
 	return strings.HasPrefix(t, "(") && strings.HasSuffix(t, "left out to fit the size target.)")
 }
 
-func bullet(s string) string {
-	s = strings.TrimSpace(s)
-	if strings.HasPrefix(s, "- ") || strings.HasPrefix(s, "* ") {
-		return s
-	}
-	return "- " + s
-}
-
-func activeTask(f *digest.Facts, prev map[string][]string, focus string) digest.Part {
+func activeTask(f *digest.Facts, prev map[string][]string, focus string, target int) digest.Part {
 	p := digest.Part{Title: ActiveTask, Empty: "No user request in the folded messages."}
 	switch {
 	case f.HasRequest:
-		lead := "The user's latest request, verbatim:"
+		lead := "The user's request in progress, verbatim:"
 		if f.Kind == abi.FoldTurnPrefix {
 			lead = "The user's request for the turn in progress, verbatim:"
 		}
 		p.Items = append(p.Items,
 			digest.Item{Text: lead, Keep: digest.Never},
-			digest.Item{Text: quote(digest.Clip(f.Latest.Text, maxRequestBytes)), Keep: digest.Never})
+			digest.Item{Text: digest.QuoteRequest(f.Latest.Text, digest.RequestCap(target)), Keep: digest.Never})
 		if old := prev[ActiveTask]; len(old) > 0 {
+			latest := digest.OneLine(f.Latest.Text)
 			for _, l := range old {
-				if !strings.Contains(f.Latest.Text, strings.TrimLeft(l, "> ")) {
+				if !strings.Contains(latest, digest.OneLine(strings.TrimLeft(l, "> "))) {
 					p.Items = append(p.Items, digest.Item{Text: l, Keep: keepPrevious, Header: "Earlier task, from the previous summary:"})
 				}
 			}
@@ -126,24 +121,78 @@ func activeTask(f *digest.Facts, prev map[string][]string, focus string) digest.
 		p.Items = append(p.Items, digest.Item{Text: "This summarizes the start of the turn; the rest of the turn follows verbatim.", Keep: digest.Never})
 	}
 	if focus = strings.TrimSpace(focus); focus != "" {
-		p.Items = append(p.Items, digest.Item{Text: "Focus asked for this summary: " + digest.OneLine(focus), Keep: digest.Never})
+		p.Items = append(p.Items, digest.Item{Text: "Focus asked for this summary: " + digest.Plain(focus), Keep: digest.Never})
 	}
 	return p
 }
 
-// quote writes text as a markdown block quote, line by line.
-func quote(text string) string {
-	lines := strings.Split(strings.TrimSpace(text), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight("> "+l, " ")
+// nextStep states what comes next: the agent's plan as it last left it,
+// what it last said it would do, and the errors not fixed since.
+func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
+	p := digest.Part{Title: NextStep, Empty: "Not stated in the folded messages: carry on with the request in progress.", Omitted: "(%d plan steps left out to fit the size target.)"}
+	if f.HasPlan {
+		done := 0
+		for _, s := range f.Plan {
+			if s.Done() {
+				done++
+			}
+		}
+		header := fmt.Sprintf("The agent's plan, as it last left it (%d of %d steps done):", done, len(f.Plan))
+		for _, s := range f.Plan {
+			if s.Done() {
+				continue
+			}
+			keep := keepStated
+			if s.Status == "in_progress" {
+				keep = digest.Never
+			}
+			p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("- [%s] %s", s.Status, digest.Plain(digest.ClipHead(s.Text, 300))), Keep: keep, Header: header})
+		}
 	}
-	return strings.Join(lines, "\n")
+	if f.HasIntention {
+		p.Items = append(p.Items, digest.Item{Text: "- The assistant said it would next: “" + digest.Plain(f.Intention.Text) + "”", Keep: digest.Never})
+	}
+	// Failed commands of the latest turn that no later run fixed are
+	// work still to do; other failures are listed under pending items.
+	var open []digest.Resolution
+	for _, r := range f.Resolved {
+		if r.FixedBy == "" && r.Shell && (!f.HasRequest || r.Index > f.Latest.Index) {
+			open = append(open, r)
+		}
+	}
+	for _, r := range digest.Last(open, 3) {
+		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text)), Keep: keepNext, Header: "Not fixed yet:"})
+	}
+	if len(p.Items) == 0 {
+		for _, l := range prev[NextStep] {
+			p.Items = append(p.Items, digest.Item{Text: l, Keep: keepPrevious, Header: "From the previous summary:"})
+		}
+	}
+	return p
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return digest.ClipHead(l, 240)
 }
 
 func decisions(f *digest.Facts, prev map[string][]string) digest.Part {
-	p := digest.Part{Title: KeyDecisions, Empty: "None stated in the folded messages.", Omitted: "(%d decisions left out to fit the size target.)"}
-	for _, s := range digest.Last(f.Decisions, 12) {
-		p.Items = append(p.Items, digest.Item{Text: bullet(s.Text), Keep: stated(s.Text, f.Focus)})
+	p := digest.Part{Title: KeyDecisions, Empty: "No decision stated in the folded messages.", Omitted: "(%d decisions left out to fit the size target.)"}
+	for _, d := range digest.Last(f.Decided, 12) {
+		var text string
+		switch {
+		case strings.HasPrefix(d.Rejected, "turned down by the user"):
+			text = "- Rejected, " + d.Rejected + ". It had said: " + d.Text
+		case d.Rejected != "":
+			text = "- Ruled out: " + d.Text
+		default:
+			text = "- Decided: " + d.Text
+		}
+		keep := stated(d.Text, f.Focus)
+		if d.Reason || d.Rejected != "" {
+			keep++
+		}
+		p.Items = append(p.Items, digest.Item{Text: text, Keep: keep})
 	}
 	p.Items = append(p.Items, previousItems(prev[KeyDecisions], nil)...)
 	return p
@@ -185,6 +234,7 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 	// A previous offline summary lists its files under the same headers:
 	// they join the lists, modified ones stay never dropped.
 	var rest []string
+	earlier := map[string]string{} // path -> its line in the previous summary
 	group := ""
 	for _, l := range prev[FilesArtifacts] {
 		switch strings.TrimSpace(l) {
@@ -192,10 +242,11 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 			group = strings.TrimSuffix(strings.TrimSpace(l), ":")
 			continue
 		}
-		path := strings.Trim(strings.TrimPrefix(strings.TrimSpace(l), "- "), "`")
+		path := previousPath(l)
 		switch {
 		case group == "Modified" && strings.HasPrefix(strings.TrimSpace(l), "- `"):
 			modified = appendNew(modified, path)
+			earlier[path] = strings.TrimSpace(l)
 		case group == "Read" && strings.HasPrefix(strings.TrimSpace(l), "- `"):
 			if !contains(modified, path) {
 				read = appendNew(read, path)
@@ -205,7 +256,13 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 		}
 	}
 	for _, m := range modified {
-		p.Items = append(p.Items, digest.Item{Text: "- `" + m + "`", Keep: digest.Never, Header: "Modified:"})
+		text := "- " + digest.Code(m)
+		if c, ok := changeOf(f.Changes, m); ok {
+			text = "- " + c.Line()
+		} else if l, ok := earlier[m]; ok {
+			text = l
+		}
+		p.Items = append(p.Items, digest.Item{Text: text, Keep: digest.Never, Header: "Modified:"})
 	}
 	for _, r := range read {
 		if contains(modified, r) {
@@ -215,10 +272,40 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 		if digest.Relevant(r, f.Focus) {
 			keep = keepStated
 		}
-		p.Items = append(p.Items, digest.Item{Text: "- `" + r + "`", Keep: keep, Header: "Read:"})
+		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Code(r), Keep: keep, Header: "Read:"})
+	}
+	for _, img := range digest.Last(f.Images, 5) {
+		p.Items = append(p.Items, digest.Item{Text: "- an image from the " + img.Role + " (" + img.String() + "), left out", Keep: keepRead, Header: "Images:"})
 	}
 	p.Items = append(p.Items, previousItems(rest, append(modified, read...))...)
 	return p
+}
+
+// changeOf finds the change record of path, which the host may name
+// absolutely where the calls named it relative to their directory.
+func changeOf(changes []digest.FileChange, path string) (digest.FileChange, bool) {
+	for _, c := range changes {
+		if c.Path == path {
+			return c, true
+		}
+	}
+	for _, c := range changes {
+		if strings.HasSuffix(path, "/"+c.Path) || strings.HasSuffix(c.Path, "/"+path) {
+			return c, true
+		}
+	}
+	return digest.FileChange{}, false
+}
+
+// previousPath is the path a file line of an earlier summary opens with.
+func previousPath(l string) string {
+	t := strings.TrimPrefix(strings.TrimSpace(l), "- ")
+	if strings.HasPrefix(t, "`") {
+		if p := digest.Backquoted(t); len(p) > 0 {
+			return strings.TrimSpace(p[0])
+		}
+	}
+	return strings.Trim(t, "`")
 }
 
 func appendNew(list []string, s string) []string {
@@ -238,22 +325,45 @@ func contains(list []string, s string) bool {
 }
 
 func constraints(f *digest.Facts, prev map[string][]string, focus string) digest.Part {
-	p := digest.Part{Title: Constraints, Empty: "None stated in the folded messages.", Omitted: "(%d constraints left out to fit the size target.)"}
-	for _, s := range digest.Last(f.Constraints, 12) {
-		p.Items = append(p.Items, digest.Item{Text: bullet(digest.ClipHead(s.Text, 400)), Keep: stated(s.Text, f.Focus)})
+	p := digest.Part{Title: Constraints, Empty: "No rule stated by the user in the folded messages.", Omitted: "(%d constraints left out to fit the size target.)"}
+	var said []digest.Statement
+	for _, s := range f.Constraints {
+		// The request in progress is quoted whole above.
+		if !f.HasRequest || s.Index != f.Latest.Index {
+			said = append(said, s)
+		}
+	}
+	for _, s := range digest.Last(said, 12) {
+		p.Items = append(p.Items, digest.Item{Text: "- The user said: “" + digest.Plain(digest.ClipHead(s.Text, 400)) + "”", Keep: stated(s.Text, f.Focus)})
 	}
 	p.Items = append(p.Items, previousItems(prev[Constraints], nil)...)
 	return p
 }
 
 func pending(f *digest.Facts, prev map[string][]string) digest.Part {
-	p := digest.Part{Title: PendingItems, Empty: "None stated in the folded messages.", Omitted: "(%d pending items left out to fit the size target.)"}
+	p := digest.Part{Title: PendingItems, Empty: "Nothing left open in the folded messages.", Omitted: "(%d pending items left out to fit the size target.)"}
 	for _, s := range digest.Last(f.Open, 10) {
-		p.Items = append(p.Items, digest.Item{Text: bullet(s.Text), Keep: stated(s.Text, f.Focus)})
+		if f.HasIntention && s.Text == f.Intention.Text || !digest.Balanced(s.Text) && len(s.Text) < 20 {
+			continue
+		}
+		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Plain(s.Text), Keep: stated(s.Text, f.Focus)})
 	}
-	for _, e := range digest.Last(f.Errors, 5) {
-		text := fmt.Sprintf("- `%s`: %s", e.Call, strings.ReplaceAll(e.Text, "\n", " / "))
-		p.Items = append(p.Items, digest.Item{Text: text, Keep: stated(e.Text, f.Focus), Header: "Last errors seen (they may since be fixed):"})
+	var fixed, other []digest.Resolution
+	for _, r := range f.Resolved {
+		switch {
+		case r.FixedBy != "":
+			fixed = append(fixed, r)
+		case !r.Shell || f.HasRequest && r.Index < f.Latest.Index:
+			other = append(other, r)
+		}
+	}
+	for _, r := range digest.Last(other, 3) {
+		text := "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text))
+		p.Items = append(p.Items, digest.Item{Text: text, Keep: keepRead, Header: "Errors not seen fixed:"})
+	}
+	for _, r := range digest.Last(fixed, 5) {
+		text := "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text)) + "; fixed: " + digest.Code(r.FixedBy) + " passed later"
+		p.Items = append(p.Items, digest.Item{Text: text, Keep: keepRead, Header: "Errors met since fixed:"})
 	}
 	p.Items = append(p.Items, previousItems(prev[PendingItems], nil)...)
 	return p
@@ -279,7 +389,25 @@ func narrative(f *digest.Facts, prev map[string][]string) digest.Part {
 		if digest.Relevant(t.Request+" "+t.Outcome, f.Focus) {
 			keep = keepFocused
 		}
-		p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("%d. %s", i+1, t.Line(200)), Keep: keep, Header: header})
+		// The last turns keep more of the assistant's closing report: it
+		// is the agent's own account of what it did (commits, results).
+		width := 200
+		if i >= len(f.Turns)-3 {
+			width, keep = 800, keep+1
+		}
+		line := t.Line(width)
+		if f.HasRequest && t.Start == f.Latest.Index {
+			line = t.LineAs("User: the request in progress, quoted above.", 200)
+		}
+		p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("%d. %s", i+1, line), Keep: keep, Header: header})
+	}
+	return findings(f, p)
+}
+
+// findings adds what the assistant reported established along the way.
+func findings(f *digest.Facts, p digest.Part) digest.Part {
+	for _, s := range digest.Last(f.Findings, 40) {
+		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Plain(s.Text), Keep: stated(s.Text, f.Focus) - 1, Header: "Found along the way:"})
 	}
 	return p
 }
@@ -294,10 +422,10 @@ func turnSteps(f *digest.Facts, p digest.Part, header string) digest.Part {
 		failed[e.Index] = e.Text
 	}
 	for _, c := range f.Calls {
-		text := "- " + c.Brief(160)
+		text := "- " + digest.Code(c.Brief(160))
 		if c.Result != nil {
 			if e, ok := failed[c.Result.Index]; ok {
-				text += " → error: " + digest.ClipHead(strings.ReplaceAll(e, "\n", " / "), 200)
+				text += " → error: " + digest.Code(digest.ClipHead(strings.ReplaceAll(e, "\n", " / "), 200))
 			}
 		}
 		keep := keepNarrative
@@ -307,7 +435,7 @@ func turnSteps(f *digest.Facts, p digest.Part, header string) digest.Part {
 		p.Items = append(p.Items, digest.Item{Text: text, Keep: keep, Header: header})
 	}
 	if n := len(f.Turns); n > 0 && f.Turns[n-1].Outcome != "" {
-		p.Items = append(p.Items, digest.Item{Text: "Last said: “" + digest.FirstSentence(f.Turns[n-1].Outcome, 300) + "”", Keep: keepStated, Header: header})
+		p.Items = append(p.Items, digest.Item{Text: "Last said: “" + digest.Plain(digest.Gist(f.Turns[n-1].Outcome, 600)) + "”", Keep: keepStated, Header: header})
 	}
-	return p
+	return findings(f, p)
 }

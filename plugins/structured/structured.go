@@ -1,5 +1,5 @@
-// Package structured is the built-in strategy that writes a summary in six
-// fixed sections. With a model it asks the host for a completion and checks
+// Package structured is the built-in strategy that writes a summary in
+// seven fixed sections. With a model it asks the host for a completion and checks
 // the reply; without one it fills the same sections from the transcript.
 package structured
 
@@ -15,9 +15,10 @@ import (
 	"github.com/compact-host/compact-host/sdk"
 )
 
-// The six sections, in the order every structured summary has them.
+// The seven sections, in the order every structured summary has them.
 const (
 	ActiveTask     = "Active Task"
+	NextStep       = "Next Step"
 	KeyDecisions   = "Key Decisions & Rationale"
 	FilesArtifacts = "Files & Artifacts"
 	Constraints    = "Constraints & Requirements"
@@ -26,7 +27,7 @@ const (
 )
 
 // Sections lists the section titles in order.
-var Sections = []string{ActiveTask, KeyDecisions, FilesArtifacts, Constraints, PendingItems, Narrative}
+var Sections = []string{ActiveTask, NextStep, KeyDecisions, FilesArtifacts, Constraints, PendingItems, Narrative}
 
 // Name is the plugin's name.
 const Name = "structured"
@@ -36,7 +37,7 @@ func New() *sdk.Plugin {
 	return &sdk.Plugin{
 		Name:        Name,
 		Version:     "1.0.0",
-		Description: "Six-section summary (task, decisions, files, constraints, pending, narrative); deterministic offline mode without a model.",
+		Description: "Seven-section summary (task, next step, decisions, files, constraints, pending, narrative); deterministic offline mode without a model.",
 		Strategy:    Strategy{},
 	}
 }
@@ -65,7 +66,7 @@ func (Strategy) Summarize(ctx context.Context, host sdk.Host, req *abi.Summarize
 		}
 		host.Log(slog.LevelDebug, "structured: host has no model, summarizing offline")
 	}
-	d := offlineDoc(f, req.Focus)
+	d := offlineDoc(f, req.Focus, req.TargetTokens)
 	return &abi.SummarizeResponse{Summary: digest.FitDoc(ctx, d, req.TargetTokens, counter(host)), Offline: true}, nil
 }
 
@@ -146,7 +147,7 @@ func withModel(ctx context.Context, host sdk.Host, req *abi.SummarizeRequest, f 
 			host.Log(slog.LevelWarn, "structured: repair call failed, filling the missing sections offline: "+err.Error())
 		}
 	}
-	d := fromReply(reply, offlineDoc(f, req.Focus), f.Files.Modified)
+	d := fromReply(reply, offlineDoc(f, req.Focus, req.TargetTokens), f.Files.Modified)
 	return digest.FitDoc(ctx, d, req.TargetTokens, counter(host)), nil
 }
 
@@ -222,7 +223,7 @@ func fromReply(reply string, offline *digest.Doc, modified []string) *digest.Doc
 	text := d.Render()
 	for _, m := range modified {
 		if !strings.Contains(text, m) {
-			d.Parts[2].Items = append(d.Parts[2].Items, digest.Item{Text: "- `" + m + "` (modified)", Keep: digest.Never, Header: "Also modified, per the host's record:"})
+			d.Parts[3].Items = append(d.Parts[3].Items, digest.Item{Text: "- `" + m + "` (modified)", Keep: digest.Never, Header: "Also modified, per the host's record:"})
 		}
 	}
 	return d

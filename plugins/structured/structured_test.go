@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/plugins/internal/digest"
 	"github.com/compact-host/compact-host/plugins/pluginstest"
@@ -22,7 +24,7 @@ func summarize(t *testing.T, host sdk.Host, req *abi.SummarizeRequest) *abi.Summ
 	return resp
 }
 
-// sectionOrder asserts that summary has the six headings in order.
+// sectionOrder asserts that summary has the seven headings in order.
 func sectionOrder(t *testing.T, summary string) {
 	t.Helper()
 	var titles []string
@@ -87,11 +89,12 @@ func TestOfflineContent(t *testing.T) {
 		}
 	}
 	pending := section(t, s, structured.PendingItems)
-	for _, want := range []string{"--- FAIL: TestLoadMissing", "Next I'll add a test for the registry", "TODO: the same pattern"} {
-		if !strings.Contains(pending, want) {
-			t.Errorf("pending items lack %q:\n%s", want, pending)
-		}
+	for _, want := range []string{"--- FAIL: TestLoadMissing", "fixed: `Bash go test ./internal/config/...` passed later", "TODO: the same pattern"} {
+		assert.Contains(t, pending, want, "pending items")
 	}
+	next := section(t, s, structured.NextStep)
+	assert.Contains(t, next, "Next I'll add a test for the registry so this cannot regress.", "next step")
+	assert.NotContains(t, pending, "Next I'll add a test", "the next step is repeated under pending items")
 	if d := section(t, s, structured.KeyDecisions); !strings.Contains(d, "I decided to return the error wrapped with %w instead of exiting") {
 		t.Errorf("decisions lack the stated decision:\n%s", d)
 	}
@@ -99,7 +102,7 @@ func TestOfflineContent(t *testing.T) {
 		t.Errorf("constraints lack the user's rule:\n%s", c)
 	}
 	n := section(t, s, structured.Narrative)
-	if !strings.Contains(n, "1. User: “The CLI crashes") || !strings.Contains(n, "2. User: “Yes, fix") {
+	if !strings.Contains(n, "1. User: “The CLI crashes") || !strings.Contains(n, "2. User: the request in progress") {
 		t.Errorf("narrative is not turn by turn:\n%s", n)
 	}
 }
@@ -207,7 +210,7 @@ func TestFoldTurnPrefixOffline(t *testing.T) {
 		t.Errorf("turn prefix task:\n%s", task)
 	}
 	n := section(t, resp.Summary, structured.Narrative)
-	for _, want := range []string{"Bash git mv util textutil", "Edit cmd/app/main.go", "Bash go build ./... → error: internal/render/render.go:7:2: package acme/app/util is not in std"} {
+	for _, want := range []string{"`Bash git mv util textutil`", "`Edit cmd/app/main.go`", "`Bash go build ./...` → error: `internal/render/render.go:7:2: package acme/app/util is not in std"} {
 		if !strings.Contains(n, want) {
 			t.Errorf("turn steps lack %q:\n%s", want, n)
 		}

@@ -27,7 +27,10 @@ type Call struct {
 	RawInput string
 	// Command is the shell command the call ran, if it is one.
 	Command string
-	Result  *Result
+	// Raw is the input as it came, for the few tools whose nested
+	// arrays of objects the digest reads (plans, todo lists, multi-edits).
+	Raw    json.RawMessage
+	Result *Result
 }
 
 // Result is a tool_result.
@@ -37,15 +40,22 @@ type Result struct {
 	IsError bool
 }
 
-// Calls pairs every tool_use of msgs with its tool_result.
+// Calls pairs every tool_use of msgs with its tool_result. An agent that
+// writes its action as text (mini-swe-agent before tool calls, SWE-agent)
+// has each shell block of an assistant message answered by an
+// observation counted as a call named "bash", the observation its result.
 func Calls(msgs []abi.Message) []Call {
 	var calls []Call
 	byID := map[string]int{}
 	for i, m := range msgs {
+		if c, ok := textAction(msgs, i); ok {
+			calls = append(calls, c)
+			continue
+		}
 		for _, b := range m.Content {
 			switch b.Type {
 			case abi.BlockToolUse:
-				c := Call{Index: i, ID: b.ID, Name: b.Name}
+				c := Call{Index: i, ID: b.ID, Name: b.Name, Raw: b.Input}
 				decodeInput(&c, b.Input)
 				if b.ID != "" {
 					byID[b.ID] = len(calls)
@@ -59,6 +69,54 @@ func Calls(msgs []abi.Message) []Call {
 		}
 	}
 	return calls
+}
+
+// textAction reads the action of msgs[i] when it is an assistant message
+// without tool calls whose text holds a fenced shell block and the next
+// message is an observation.
+func textAction(msgs []abi.Message, i int) (Call, bool) {
+	m := msgs[i]
+	if m.Role != abi.RoleAssistant || !isObservation(msgs, i+1) {
+		return Call{}, false
+	}
+	for _, b := range m.Content {
+		if b.Type == abi.BlockToolUse {
+			return Call{}, false
+		}
+	}
+	cmd := shellBlock(textOf(m))
+	if cmd == "" {
+		return Call{}, false
+	}
+	out := textOf(msgs[i+1])
+	failed := strings.HasPrefix(strings.TrimSpace(out), "<returncode>") && !strings.HasPrefix(strings.TrimSpace(out), "<returncode>0</returncode>")
+	return Call{Index: i, Name: "bash", Command: cmd, Result: &Result{Index: i + 1, Text: out, IsError: failed}}, true
+}
+
+// shellBlock returns the body of the last fenced block of text tagged
+// bash, sh or shell, or untagged.
+func shellBlock(text string) string {
+	body := ""
+	for rest := text; ; {
+		i := strings.Index(rest, "```")
+		if i < 0 {
+			return body
+		}
+		rest = rest[i+3:]
+		tag, after, ok := strings.Cut(rest, "\n")
+		if !ok {
+			return body
+		}
+		j := strings.Index(after, "```")
+		if j < 0 {
+			return body
+		}
+		switch strings.TrimSpace(tag) {
+		case "bash", "sh", "shell", "":
+			body = strings.TrimSpace(after[:j])
+		}
+		rest = after[j+3:]
+	}
 }
 
 // decodeInput decodes a tool input as json.Unmarshal into an any would,

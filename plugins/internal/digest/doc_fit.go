@@ -3,6 +3,8 @@ package digest
 import (
 	"context"
 	"fmt"
+	"io"
+	"sort"
 	"strings"
 )
 
@@ -44,63 +46,181 @@ type Doc struct {
 // Render writes the document as markdown with a "## " heading per part.
 func (d *Doc) Render() string {
 	var b strings.Builder
-	if d.Preamble != "" {
-		b.WriteString(d.Preamble)
-		b.WriteString("\n\n")
-	}
+	b.Grow(d.size(nil))
+	d.write(&b, nil)
 	if d.Prose {
-		return d.renderProse(&b)
-	}
-	for i, p := range d.Parts {
-		if i > 0 {
-			b.WriteString("\n")
-		}
-		b.WriteString("## " + p.Title + "\n")
-		if p.dropped > 0 && p.Omitted != "" {
-			fmt.Fprintf(&b, p.Omitted+"\n", p.dropped)
-		}
-		if len(p.Items) == 0 && p.dropped == 0 {
-			b.WriteString(p.Empty + "\n")
-		}
-		header := ""
-		for _, it := range p.Items {
-			if it.Header != header {
-				header = it.Header
-				if header != "" {
-					b.WriteString(header + "\n")
-				}
-			}
-			b.WriteString(it.Text + "\n")
-		}
-	}
-	if d.Trailer != "" {
-		b.WriteString("\n" + d.Trailer + "\n")
+		return strings.TrimRight(b.String(), "\n") + "\n"
 	}
 	return b.String()
 }
 
-// Fit drops items until count(d.Render()) <= maxTokens or only items kept
-// at Never remain. maxTokens <= 0 means no limit.
-func (d *Doc) Fit(maxTokens int, count func(string) int) {
-	if maxTokens <= 0 {
-		return
+// size is the length of Render's result with the items marked in dropped
+// left out (each part's omission note counting them), computed without
+// building the text.
+func (d *Doc) size(dropped [][]bool) int {
+	var c byteCounter
+	d.write(&c, dropped)
+	if d.Prose {
+		return c.n - c.newlines + 1
 	}
-	for count(d.Render()) > maxTokens {
-		pi, ii := -1, -1
-		low := Never
-		for p := range d.Parts {
-			for i, it := range d.Parts[p].Items {
-				if it.Keep < low {
-					low, pi, ii = it.Keep, p, i
-				}
+	return c.n
+}
+
+// byteCounter counts what is written to it and the newlines it ends with.
+type byteCounter struct{ n, newlines int }
+
+func (c *byteCounter) WriteString(s string) (int, error) {
+	c.n += len(s)
+	t := strings.TrimRight(s, "\n")
+	if t == "" {
+		c.newlines += len(s)
+	} else {
+		c.newlines = len(s) - len(t)
+	}
+	return len(s), nil
+}
+
+// write writes the document to w, leaving out the items marked in
+// dropped (nil: none).
+func (d *Doc) write(w io.StringWriter, dropped [][]bool) {
+	if d.Preamble != "" {
+		w.WriteString(d.Preamble)
+		w.WriteString("\n\n")
+	}
+	for i := range d.Parts {
+		p := &d.Parts[i]
+		var mask []bool
+		if dropped != nil {
+			mask = dropped[i]
+		}
+		n := p.dropped
+		for _, x := range mask {
+			if x {
+				n++
 			}
 		}
-		if pi < 0 {
-			return
+		kept := len(p.Items) - (n - p.dropped)
+		omitted := ""
+		if n > 0 && p.Omitted != "" {
+			omitted = fmt.Sprintf(p.Omitted, n)
 		}
-		p := &d.Parts[pi]
-		p.Items = append(p.Items[:ii], p.Items[ii+1:]...)
-		p.dropped++
+		if d.Prose {
+			if kept == 0 && omitted == "" {
+				if p.Empty == "" {
+					continue
+				}
+				w.WriteString("**" + p.Title + ".** " + p.Empty + "\n\n")
+				continue
+			}
+			w.WriteString("**" + p.Title + ".** ")
+			sep := ""
+			if omitted != "" {
+				w.WriteString(omitted)
+				sep = " "
+			}
+			for j, it := range p.Items {
+				if mask != nil && mask[j] {
+					continue
+				}
+				w.WriteString(sep)
+				w.WriteString(it.Text)
+				sep = " "
+			}
+			w.WriteString("\n\n")
+			continue
+		}
+		if i > 0 {
+			w.WriteString("\n")
+		}
+		w.WriteString("## " + p.Title + "\n")
+		if omitted != "" {
+			w.WriteString(omitted + "\n")
+		}
+		if kept == 0 && n == 0 {
+			w.WriteString(p.Empty + "\n")
+		}
+		header := ""
+		for j, it := range p.Items {
+			if mask != nil && mask[j] {
+				continue
+			}
+			if it.Header != header {
+				header = it.Header
+				if header != "" {
+					w.WriteString(header + "\n")
+				}
+			}
+			w.WriteString(it.Text)
+			w.WriteString("\n")
+		}
+	}
+	if d.Trailer != "" {
+		if d.Prose {
+			w.WriteString(d.Trailer + "\n")
+		} else {
+			w.WriteString("\n" + d.Trailer + "\n")
+		}
+	}
+}
+
+// Fit drops items until the rendered document is at most maxTokens by
+// EstimateTokens or only items kept at Never remain. maxTokens <= 0 means no
+// limit. It sizes the document from its items, without rendering it: the
+// items are ranked once (lowest Keep first, oldest first among equals)
+// and the number to drop is found by bisection over that order, each
+// step a linear count of bytes.
+func (d *Doc) Fit(maxTokens int) {
+	if maxTokens <= 0 || d.size(nil) <= maxTokens*4 {
+		return
+	}
+	type ref struct{ part, item, keep int }
+	var order []ref
+	for p := range d.Parts {
+		for i, it := range d.Parts[p].Items {
+			if it.Keep < Never {
+				order = append(order, ref{p, i, it.Keep})
+			}
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return order[i].keep < order[j].keep })
+	dropped := make([][]bool, len(d.Parts))
+	for p := range d.Parts {
+		dropped[p] = make([]bool, len(d.Parts[p].Items))
+	}
+	mark := func(k int) {
+		for p := range dropped {
+			clear(dropped[p])
+		}
+		for _, r := range order[:k] {
+			dropped[r.part][r.item] = true
+		}
+	}
+	// The byte estimate is monotone in the items dropped, apart from each
+	// part's omission note, which the search tolerates: it finds the
+	// fewest drops that fit as the estimate counts.
+	limit := maxTokens * 4
+	lo, hi := 0, len(order)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		mark(mid)
+		if d.size(dropped) <= limit {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	mark(lo)
+	for p := range d.Parts {
+		part := &d.Parts[p]
+		kept := part.Items[:0]
+		for i, it := range part.Items {
+			if dropped[p][i] {
+				part.dropped++
+				continue
+			}
+			kept = append(kept, it)
+		}
+		part.Items = kept
 	}
 }
 
@@ -109,7 +229,7 @@ func (d *Doc) Fit(maxTokens int, count func(string) int) {
 // (the host's tokenizer) and fits again to a proportionally smaller
 // estimate if the host counts more. A count error leaves the estimate.
 func FitDoc(ctx context.Context, d *Doc, target int, count func(context.Context, string) (int, error)) string {
-	d.Fit(target, EstimateTokens)
+	d.Fit(target)
 	s := d.Render()
 	if target <= 0 || count == nil {
 		return s
@@ -118,29 +238,26 @@ func FitDoc(ctx context.Context, d *Doc, target int, count func(context.Context,
 	if err != nil || n <= target {
 		return s
 	}
-	d.Fit(target*EstimateTokens(s)/n, EstimateTokens)
+	d.Fit(target * EstimateTokens(s) / n)
 	return d.Render()
 }
 
-func (d *Doc) renderProse(b *strings.Builder) string {
-	for _, p := range d.Parts {
-		var parts []string
-		if p.dropped > 0 && p.Omitted != "" {
-			parts = append(parts, fmt.Sprintf(p.Omitted, p.dropped))
-		}
-		for _, it := range p.Items {
-			parts = append(parts, it.Text)
-		}
-		if len(parts) == 0 {
-			if p.Empty == "" {
+// Dedupe drops every item whose text, on one line and without its list
+// marker, an earlier item already says, so that no line of a summary is
+// written twice. Short items (a bare marker, a number) are left alone.
+func (d *Doc) Dedupe() {
+	seen := map[string]bool{}
+	for p := range d.Parts {
+		part := &d.Parts[p]
+		kept := part.Items[:0]
+		for _, it := range part.Items {
+			key := trimListMarker(OneLine(it.Text))
+			if len(key) >= 24 && seen[key] && it.Keep < Never {
 				continue
 			}
-			parts = append(parts, p.Empty)
+			seen[key] = true
+			kept = append(kept, it)
 		}
-		b.WriteString("**" + p.Title + ".** " + strings.Join(parts, " ") + "\n\n")
+		part.Items = kept
 	}
-	if d.Trailer != "" {
-		b.WriteString(d.Trailer + "\n")
-	}
-	return strings.TrimRight(b.String(), "\n") + "\n"
 }

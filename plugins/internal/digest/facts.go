@@ -23,6 +23,22 @@ type Facts struct {
 	Open        []Statement
 	Constraints []Statement
 	Turns       []Turn
+	// Changes says per modified file what changed.
+	Changes []FileChange
+	// Plan is the agent's latest plan or todo list; HasPlan is false when
+	// it kept none.
+	Plan    []PlanStep
+	HasPlan bool
+	// Intention is what the assistant last said it would do next.
+	Intention    Statement
+	HasIntention bool
+	// Resolved pairs each error with the call that fixed it, if any.
+	Resolved []Resolution
+	// Decided holds the decisions labelled (taken, ruled out, turned down).
+	Decided []Decision
+	Images  []ImageNote
+	// Findings are what the assistant reported established along the way.
+	Findings []Statement
 	// Previous holds the summaries to merge: the request's previous
 	// summary, then any summary messages among the folded ones.
 	Previous []string
@@ -47,6 +63,13 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Decisions, f.Open = assistantStatements(msgs)
 	f.Constraints = constraintsOf(f.Requests)
 	f.Turns = turnsOf(msgs, f.Requests, f.Calls, f.Errors)
+	f.Changes = Changes(f.Calls)
+	f.Plan, f.HasPlan = Plan(f.Calls)
+	f.Intention, f.HasIntention = Intention(msgs)
+	f.Resolved = Resolve(f.Calls, f.Errors)
+	f.Decided = ClassifyDecisions(f.Decisions, f.Requests)
+	f.Images = Images(msgs)
+	f.Findings = Findings(msgs, f.Decisions)
 	f.Focus = FocusTerms(req.Focus)
 	if s := strings.TrimSpace(req.PreviousSummary); s != "" {
 		f.Previous = append(f.Previous, s)
@@ -85,7 +108,9 @@ func PreviousModified(summary string) []string {
 	return out
 }
 
-// backquoted returns the `quoted` spans of s.
+// Backquoted returns the `quoted` spans of s.
+func Backquoted(s string) []string { return backquoted(s) }
+
 func backquoted(s string) []string {
 	var out []string
 	for {

@@ -182,9 +182,10 @@ func PatchFiles(patch string) []string {
 	return out
 }
 
-// shellOps recognises the commands that plainly write a file: redirections,
-// tee, touch, sed -i and perl -i, and the file commands of SWE-agent's
-// interface (open, create, edit).
+// shellOps recognises the commands that plainly write a file (redirections,
+// tee, touch, sed -i and perl -i, rm), those that plainly show one (cat,
+// head, tail, nl, less, more, bat, sed -n), and the file commands of
+// SWE-agent's interface (open, create, edit).
 func shellOps(cmd string, s *opSet, openFile *string) {
 	cmd = stripHeredocs(cmd)
 	first := strings.Fields(cmd)
@@ -224,7 +225,26 @@ func shellOps(cmd string, s *opSet, openFile *string) {
 		if len(words) == 0 {
 			continue
 		}
-		switch words[0] {
+		prog := words[0]
+		if j := strings.LastIndexByte(prog, '/'); j >= 0 {
+			prog = prog[j+1:]
+		}
+		switch prog {
+		case "cat", "head", "tail", "nl", "less", "more", "bat":
+			for _, w := range words[1:] {
+				if w == ">" || w == ">>" || strings.HasPrefix(w, ">") || strings.HasPrefix(w, "<") {
+					break
+				}
+				if !strings.HasPrefix(w, "-") && pathLike(w) {
+					s.read(w)
+				}
+			}
+		case "rm":
+			for _, w := range words[1:] {
+				if !strings.HasPrefix(w, "-") && pathLike(w) {
+					s.modify(w)
+				}
+			}
 		case "tee", "touch":
 			for _, w := range words[1:] {
 				if !strings.HasPrefix(w, "-") && pathLike(w) {
@@ -238,11 +258,14 @@ func shellOps(cmd string, s *opSet, openFile *string) {
 					inPlace = true
 				}
 			}
-			if inPlace {
-				for _, w := range words[1:] {
-					if !strings.HasPrefix(w, "-") && w != quoted && pathLike(w) {
-						s.modify(w)
-					}
+			for _, w := range words[1:] {
+				if strings.HasPrefix(w, "-") || w == quoted || !pathLike(w) {
+					continue
+				}
+				if inPlace {
+					s.modify(w)
+				} else if prog == "sed" {
+					s.read(w)
 				}
 			}
 		}

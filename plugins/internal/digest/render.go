@@ -70,7 +70,7 @@ func render(msgs []abi.Message, caps renderCaps) string {
 				if strings.TrimSpace(blk.Text) == "" {
 					continue
 				}
-				fmt.Fprintf(&b, "[%s]\n%s\n\n", role, Clip(strings.TrimSpace(blk.Text), caps.text))
+				fmt.Fprintf(&b, "[%s]\n%s\n\n", role, Clip(strings.TrimSpace(WithoutImages(blk.Text)), caps.text))
 			case abi.BlockToolUse:
 				names[blk.ID] = blk.Name
 				fmt.Fprintf(&b, "[%s calls %s]\n%s\n\n", role, blk.Name, Clip(strings.TrimSpace(string(blk.Input)), caps.input))
@@ -83,9 +83,9 @@ func render(msgs []abi.Message, caps renderCaps) string {
 				if blk.IsError {
 					status = "error"
 				}
-				fmt.Fprintf(&b, "[%s %s]\n%s\n\n", name, status, Clip(strings.TrimSpace(blk.Text), caps.output))
+				fmt.Fprintf(&b, "[%s %s]\n%s\n\n", name, status, Clip(strings.TrimSpace(WithoutImages(blk.Text)), caps.output))
 			case abi.BlockImage:
-				fmt.Fprintf(&b, "[%s attached an image]\n\n", role)
+				fmt.Fprintf(&b, "[%s attached an image: %s]\n\n", role, ImageNote{MediaType: blk.MediaType, Bytes: len(blk.Data)})
 			}
 		}
 	}

@@ -70,15 +70,23 @@ func isMeta(t string) bool {
 	return IsSummaryText(t)
 }
 
-// isObservation reports whether msgs[i] is command output sent back as
-// user text, as SWE-agent does: it follows an assistant message and ends
-// with the state lines "(Open file: …)" and "(Current directory: …)".
+// isObservation reports whether msgs[i] is command output or a format
+// reminder sent back as user text after an assistant message: SWE-agent's
+// output ends with the state lines "(Open file: …)" and "(Current
+// directory: …)"; mini-swe-agent's opens with "<returncode>", and it
+// answers a reply without exactly one action with a reminder.
 func isObservation(msgs []abi.Message, i int) bool {
-	if i == 0 || msgs[i-1].Role != abi.RoleAssistant {
+	if i == 0 || i >= len(msgs) || msgs[i].Role != abi.RoleUser || msgs[i-1].Role != abi.RoleAssistant {
 		return false
 	}
-	t := textOf(msgs[i])
-	return strings.Contains(t, "(Current directory: ") && strings.Contains(t, "(Open file: ")
+	t := strings.TrimSpace(textOf(msgs[i]))
+	switch {
+	case strings.Contains(t, "(Current directory: ") && strings.Contains(t, "(Open file: "):
+		return true
+	case strings.HasPrefix(t, "<returncode>"), strings.HasPrefix(t, "<output>"):
+		return true
+	}
+	return strings.Contains(t, "EXACTLY ONE action") || strings.Contains(t, "exactly one bash code block")
 }
 
 // stripTag removes every <tag>…</tag> element from s.

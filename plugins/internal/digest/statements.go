@@ -49,6 +49,7 @@ func OpenItems(msgs []abi.Message) []Statement {
 // assistantStatements returns Decisions and OpenItems from one pass over
 // the assistant's sentences.
 func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
+	seenDecision, seenOpen := map[string]bool{}, map[string]bool{}
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == abi.RoleAssistant && strings.TrimSpace(textOf(msgs[i])) != "" {
@@ -63,10 +64,10 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 		for _, s := range sentences(textOf(m)) {
 			lower := strings.ToLower(s)
 			if hasMarker(lower, decisionMarkers) {
-				decisions = appendStatement(decisions, Statement{i, s})
+				decisions = appendStatement(decisions, Statement{i, s}, seenDecision)
 			}
 			if hasMarker(lower, openMarkers) || (i == last && hasMarker(lower, intentMarkers)) {
-				open = appendStatement(open, Statement{i, s})
+				open = appendStatement(open, Statement{i, s}, seenOpen)
 			}
 		}
 	}
@@ -79,22 +80,23 @@ func Constraints(msgs []abi.Message) []Statement { return constraintsOf(Requests
 // constraintsOf is Constraints of the requests already found.
 func constraintsOf(reqs []Request) []Statement {
 	var out []Statement
+	seen := map[string]bool{}
 	for _, r := range reqs {
 		for _, s := range sentences(r.Text) {
 			if hasMarker(strings.ToLower(s), constraintMarkers) {
-				out = appendStatement(out, Statement{r.Index, s})
+				out = appendStatement(out, Statement{r.Index, s}, seen)
 			}
 		}
 	}
 	return out
 }
 
-func appendStatement(list []Statement, s Statement) []Statement {
-	for _, x := range list {
-		if x.Text == s.Text {
-			return list
-		}
+// appendStatement appends s unless its text is in seen, which it updates.
+func appendStatement(list []Statement, s Statement, seen map[string]bool) []Statement {
+	if seen[s.Text] {
+		return list
 	}
+	seen[s.Text] = true
 	return append(list, s)
 }
 
@@ -134,7 +136,7 @@ func sentences(text string) []string {
 		if inCode || t == "" || strings.HasPrefix(t, "|") || strings.HasPrefix(t, "#") || strings.HasPrefix(line, "    ") {
 			continue
 		}
-		t = strings.TrimLeft(t, "-*•> ")
+		t = trimListMarker(t)
 		start := 0
 		for i := 0; i < len(t); i++ {
 			switch t[i] {
@@ -148,6 +150,31 @@ func sentences(text string) []string {
 		out = appendSentence(out, t[start:])
 	}
 	return out
+}
+
+// trimListMarker removes the list or quote markers a line opens with,
+// leaving emphasis ("**Root cause**: …") alone.
+func trimListMarker(t string) string {
+	for {
+		switch {
+		case strings.HasPrefix(t, "- "), strings.HasPrefix(t, "* "), strings.HasPrefix(t, "> "):
+			t = strings.TrimSpace(t[2:])
+		case strings.HasPrefix(t, "• "):
+			t = strings.TrimSpace(t[len("• "):])
+		case t == "-" || t == "*" || t == ">":
+			return ""
+		default:
+			i := 0
+			for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+				i++
+			}
+			if i > 0 && i+1 < len(t) && (t[i] == '.' || t[i] == ')') && t[i+1] == ' ' {
+				t = strings.TrimSpace(t[i+2:])
+				continue
+			}
+			return t
+		}
+	}
 }
 
 func appendSentence(out []string, s string) []string {
@@ -173,4 +200,186 @@ func sentenceEnd(s string, i int) bool {
 		j++
 	}
 	return j == len(s) || !(s[j] >= 'a' && s[j] <= 'z')
+}
+
+// Decision is a stated decision, labelled when it was turned down.
+type Decision struct {
+	Statement
+	// Rejected says how the option was turned down: by the assistant's
+	// own words, or by the user's answer, quoted. "" for a decision taken.
+	Rejected string
+	// Reason is true when the sentence gives its reason.
+	Reason bool
+}
+
+var (
+	rejectMarkers = []string{"rejected", "ruled out", "decided against", "won't work", "will not work", "doesn't work", "does not work", "not an option", "abandon", "dropped the idea", "gave up on"}
+	reasonMarkers = []string{"because", "since ", "so that", "to avoid", "in order to", "as it ", "which means", "otherwise"}
+	// Openings of a user's answer that turn down what was proposed.
+	refusalOpenings = []string{"no ", "no,", "no.", "nope", "don't", "do not", "dont ", "stop", "revert", "undo", "not like that", "that's wrong", "that is wrong", "wrong", "remove this", "remove that", "instead", "rather ", "never ", "not that"}
+)
+
+// ClassifyDecisions labels decisions: complete sentences only, those
+// that state an option was ruled out marked rejected, and those of an
+// assistant turn the user answered with a refusal marked as turned down
+// by the user.
+func ClassifyDecisions(statements []Statement, reqs []Request) []Decision {
+	var out []Decision
+	next := 0 // the first request after the statement; statements come in order
+	for _, s := range statements {
+		if !completeSentence(s.Text) {
+			continue
+		}
+		lower := strings.ToLower(s.Text)
+		d := Decision{Statement: Statement{Index: s.Index, Text: Plain(s.Text)}, Reason: hasMarker(lower, reasonMarkers)}
+		if hasMarker(lower, rejectMarkers) {
+			d.Rejected = "ruled out by the assistant"
+		}
+		for next < len(reqs) && reqs[next].Index <= s.Index {
+			next++
+		}
+		if next < len(reqs) && refusal(reqs[next].Text) {
+			d.Rejected = "turned down by the user: “" + Plain(ClipHead(OneLine(reqs[next].Text), 160)) + "”"
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func refusal(text string) bool {
+	t := strings.ToLower(strings.TrimSpace(text))
+	if len(t) > 600 {
+		return false
+	}
+	for _, o := range refusalOpenings {
+		if strings.HasPrefix(t, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// completeSentence reports whether s reads as a whole statement: six
+// words or more, not an introduction to what follows (a trailing colon),
+// starting as a sentence starts.
+func completeSentence(s string) bool {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, ":") || len(strings.Fields(s)) < 6 {
+		return false
+	}
+	c := s[0]
+	return c >= 'A' && c <= 'Z' || c == '`' || c == '*' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// Words of a sentence that reports something found or established.
+var findingMarkers = []string{
+	"confirmed", "found ", "is registered", "are registered", "root cause", "the issue is", "the problem is",
+	"turns out", "pre-existing", "already broken", "caused by", "fails because", "failed because", "is defined in",
+	"lives in", "pushed", "committed", "merged", "created pr", "opened pr", "pull request", "expired", "401", "403",
+}
+
+// Findings returns the assistant's sentences that report something
+// established along the way: a marker of a finding, a commit hash, a URL,
+// a PR or issue number, or a file:line position. Decisions are left out:
+// they are listed as such.
+func Findings(msgs []abi.Message, decisions []Statement) []Statement {
+	taken := map[string]bool{}
+	for _, d := range decisions {
+		taken[d.Text] = true
+	}
+	var out []Statement
+	seen := map[string]bool{}
+	for i, m := range msgs {
+		if m.Role != abi.RoleAssistant {
+			continue
+		}
+		for _, s := range sentences(textOf(m)) {
+			if taken[s] || len(strings.Fields(s)) < 4 && !hasArtifact(s) {
+				continue
+			}
+			if hasMarker(strings.ToLower(s), findingMarkers) || hasArtifact(s) {
+				out = appendStatement(out, Statement{i, s}, seen)
+			}
+		}
+	}
+	return out
+}
+
+// hasArtifact reports whether s names a commit hash (7 to 40 hex digits
+// with a letter and a digit), a URL, an issue or PR number or a file:line.
+func hasArtifact(s string) bool {
+	if strings.Contains(s, "://") {
+		return true
+	}
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool {
+		return r == ' ' || r == '`' || r == '(' || r == ')' || r == ',' || r == ';' || r == '"' || r == '\''
+	}) {
+		w = strings.TrimRight(w, ".:!?")
+		if isHash(w) {
+			return true
+		}
+		if len(w) > 1 && w[0] == '#' && allDigits(w[1:]) {
+			return true
+		}
+		if i := strings.LastIndexByte(w, ':'); i > 0 && i+1 < len(w) && allDigits(strings.Split(w[i+1:], "-")[0]) && strings.Contains(w[:i], ".") {
+			return true
+		}
+	}
+	return false
+}
+
+func isHash(w string) bool {
+	if len(w) < 7 || len(w) > 40 {
+		return false
+	}
+	letter, digit := false, false
+	for i := 0; i < len(w); i++ {
+		switch c := w[i]; {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c >= 'a' && c <= 'f':
+			letter = true
+		default:
+			return false
+		}
+	}
+	return letter && digit
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Gist returns the leading sentences of a message, on one line, up to max
+// bytes, passing over the opening courtesies ("Done.", "Good question.").
+func Gist(text string, max int) string {
+	var parts []string
+	size := 0
+	all := sentences(text)
+	lead := 0 // the courtesies to pass over, when something follows them
+	for lead < len(all) && len(strings.Fields(all[lead])) < 3 {
+		lead++
+	}
+	if lead == len(all) {
+		lead = 0
+	}
+	for _, s := range all[lead:] {
+		if size > 0 && size+len(s)+1 > max {
+			break
+		}
+		parts = append(parts, s)
+		size += len(s) + 1
+	}
+	if len(parts) == 0 {
+		return FirstSentence(text, max)
+	}
+	return ClipHead(strings.Join(parts, " "), max)
 }

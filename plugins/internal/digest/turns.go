@@ -125,12 +125,17 @@ func turnsOf(msgs []abi.Message, reqs []Request, calls []Call, errs []ErrorNote)
 // Line describes the turn on one line for a narrative, with the request
 // and the outcome clipped to max bytes each.
 func (t Turn) Line(max int) string {
-	var b strings.Builder
+	lead := "(Continuing from before.)"
 	if t.Request != "" {
-		fmt.Fprintf(&b, "User: “%s”", ClipHead(OneLine(t.Request), max))
-	} else {
-		b.WriteString("(Continuing from before.)")
+		lead = "User: “" + Plain(ClipHead(OneLine(t.Request), max)) + "”"
 	}
+	return t.LineAs(lead, max)
+}
+
+// LineAs is Line with lead in place of the request.
+func (t Turn) LineAs(lead string, max int) string {
+	var b strings.Builder
+	b.WriteString(lead)
 	if len(t.Tools) > 0 {
 		fmt.Fprintf(&b, " Tools: %s.", FormatTools(t.Tools))
 	}
@@ -141,7 +146,7 @@ func (t Turn) Line(max int) string {
 		fmt.Fprintf(&b, " %d error%s.", t.Errors, plural(t.Errors))
 	}
 	if t.Outcome != "" {
-		fmt.Fprintf(&b, " Assistant: “%s”", FirstSentence(t.Outcome, max))
+		fmt.Fprintf(&b, " Assistant: “%s”", Plain(Gist(t.Outcome, max)))
 	}
 	return b.String()
 }
@@ -153,7 +158,7 @@ func codeList(items []string, max int) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(items)-max))
 			break
 		}
-		parts = append(parts, "`"+s+"`")
+		parts = append(parts, Code(s))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -1,0 +1,105 @@
+package digest
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// randomDoc builds a document with parts of both kinds of item, headers
+// shared by runs of items, empty parts and omission notes.
+func randomDoc(r *rand.Rand, prose bool) *Doc {
+	d := &Doc{Preamble: "_note_", Prose: prose}
+	if r.Intn(2) == 0 {
+		d.Trailer = "trailer"
+	}
+	for p := 0; p < 1+r.Intn(5); p++ {
+		part := Part{Title: fmt.Sprintf("Part %d", p), Omitted: "(%d left out.)"}
+		if r.Intn(3) == 0 {
+			part.Empty = "None."
+		}
+		for i := 0; i < r.Intn(30); i++ {
+			it := Item{Text: strings.Repeat("x", 1+r.Intn(80)), Keep: r.Intn(4)}
+			if r.Intn(5) == 0 {
+				it.Keep = Never
+			}
+			if r.Intn(2) == 0 {
+				it.Header = fmt.Sprintf("H%d:", r.Intn(2))
+			}
+			part.Items = append(part.Items, it)
+		}
+		d.Parts = append(d.Parts, part)
+	}
+	return d
+}
+
+func TestSizeIsRenderedLength(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for n := 0; n < 500; n++ {
+		d := randomDoc(r, n%2 == 0)
+		mask := make([][]bool, len(d.Parts))
+		for p := range d.Parts {
+			mask[p] = make([]bool, len(d.Parts[p].Items))
+			for i := range mask[p] {
+				mask[p][i] = r.Intn(3) == 0
+			}
+		}
+		want := d.size(mask)
+		// Drop the marked items for real, as Fit does, and render.
+		for p := range d.Parts {
+			part := &d.Parts[p]
+			kept := part.Items[:0]
+			for i, it := range part.Items {
+				if mask[p][i] {
+					part.dropped++
+				} else {
+					kept = append(kept, it)
+				}
+			}
+			part.Items = kept
+		}
+		require.Equal(t, want, len(d.Render()), "doc %d (prose %v)", n, d.Prose)
+	}
+}
+
+func TestFitMeetsTargetRenderingOnce(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for n := 0; n < 300; n++ {
+		d := randomDoc(r, n%2 == 1)
+		target := 20 + r.Intn(400)
+		never := 0
+		for _, p := range d.Parts {
+			for _, it := range p.Items {
+				if it.Keep == Never {
+					never++
+				}
+			}
+		}
+		d.Fit(target)
+		got := EstimateTokens(d.Render())
+		left := 0
+		for _, p := range d.Parts {
+			for _, it := range p.Items {
+				if it.Keep != Never {
+					left++
+				}
+			}
+		}
+		if left > 0 {
+			assert.LessOrEqual(t, got, target, "doc %d: over target with droppable items left", n)
+		}
+		kept := 0
+		for _, p := range d.Parts {
+			for _, it := range p.Items {
+				if it.Keep == Never {
+					kept++
+				}
+			}
+		}
+		assert.Equal(t, never, kept, "doc %d: an item kept at Never was dropped", n)
+	}
+}

@@ -1,0 +1,208 @@
+package digest
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/compact-host/compact-host/abi"
+)
+
+// PlanStep is one step of the agent's own plan or todo list.
+type PlanStep struct {
+	Text   string
+	Status string // pending, in_progress, completed (as the agent wrote it)
+}
+
+// Plan returns the latest state of the agent's plan: the last TodoWrite
+// or update_plan call, or the tasks made with TaskCreate as TaskUpdate
+// left them. ok is false when the calls hold no plan.
+func Plan(calls []Call) (steps []PlanStep, ok bool) {
+	last := -1
+	for i := len(calls) - 1; i >= 0; i-- {
+		switch strings.ToLower(calls[i].Name) {
+		case "todowrite", "update_plan", "todo_write", "update_todos":
+			last = i
+		}
+		if last >= 0 {
+			break
+		}
+	}
+	var tasks []PlanStep
+	for i, c := range calls {
+		switch strings.ToLower(c.Name) {
+		case "taskcreate":
+			if i < last {
+				continue
+			}
+			text := c.Str("subject")
+			if text == "" {
+				text = c.Str("description")
+			}
+			if text != "" {
+				tasks = append(tasks, PlanStep{Text: text, Status: "pending"})
+			}
+		case "taskupdate":
+			n, err := strconv.Atoi(strings.TrimPrefix(c.Str("taskId"), "#"))
+			if err == nil && n >= 1 && n <= len(tasks) && c.Str("status") != "" {
+				tasks[n-1].Status = c.Str("status")
+			}
+		}
+	}
+	if len(tasks) > 0 {
+		return tasks, true
+	}
+	if last < 0 {
+		return nil, false
+	}
+	var in struct {
+		Todos []struct {
+			Content string `json:"content"`
+			Status  string `json:"status"`
+		} `json:"todos"`
+		Plan []struct {
+			Step   string `json:"step"`
+			Status string `json:"status"`
+		} `json:"plan"`
+	}
+	if json.Unmarshal(calls[last].Raw, &in) != nil {
+		return nil, false
+	}
+	for _, t := range in.Todos {
+		steps = append(steps, PlanStep{Text: t.Content, Status: t.Status})
+	}
+	for _, p := range in.Plan {
+		steps = append(steps, PlanStep{Text: p.Step, Status: p.Status})
+	}
+	return steps, len(steps) > 0
+}
+
+// Done reports whether a step's status says it is finished.
+func (s PlanStep) Done() bool {
+	switch strings.ToLower(s.Status) {
+	case "completed", "complete", "done", "cancelled", "canceled", "deleted":
+		return true
+	}
+	return false
+}
+
+// Openings of a sentence in which the assistant says what it does next.
+var intentOpenings = []string{
+	"now ", "next", "then ", "let me ", "let's ", "i'll ", "i will ", "i need to ", "i'm going to ",
+	"i am going to ", "we need to ", "going to ", "first, ", "time to ",
+}
+
+// Intention returns what the assistant last said it would do: the last
+// sentence of its last message with text that announces an action (or
+// that ends with a colon, the way an agent introduces a tool call). false
+// when that message announces nothing, or when more than two rounds of
+// tool results followed it: the work has moved on since.
+func Intention(msgs []abi.Message) (Statement, bool) {
+	rounds := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role != abi.RoleAssistant {
+			if rounds++; rounds > 2 {
+				return Statement{}, false
+			}
+			continue
+		}
+		ss := sentences(textOf(m))
+		if len(ss) == 0 {
+			continue
+		}
+		for j := len(ss) - 1; j >= 0 && j >= len(ss)-3; j-- {
+			s := ss[j]
+			lower := strings.ToLower(s)
+			for _, o := range intentOpenings {
+				if strings.HasPrefix(lower, o) || strings.HasSuffix(s, ":") && j == len(ss)-1 {
+					if t, ok := strings.CutSuffix(s, ":"); ok {
+						s = t + "."
+					}
+					return Statement{Index: i, Text: s}, true
+				}
+			}
+		}
+		return Statement{}, false
+	}
+	return Statement{}, false
+}
+
+// Resolution pairs an error with the later call that shows it fixed.
+type Resolution struct {
+	ErrorNote
+	// FixedBy describes the later call of the same command, or on the
+	// same file, that succeeded; "" while the error stands.
+	FixedBy string
+	// Shell is true for the error of a shell command (a build, a test
+	// run), the kind whose failure is work still to do.
+	Shell bool
+}
+
+// Resolve finds, for each error, a later successful call that repeats
+// the failed one: the same program and subcommand, or the same tool on
+// the same file. What counts is the last such call: a failure after a
+// success leaves the error standing.
+func Resolve(calls []Call, errs []ErrorNote) []Resolution {
+	keys := make([]string, len(calls))
+	last := map[string]int{} // key -> the last call of that key with a result
+	byResult := map[int]int{}
+	for i, c := range calls {
+		if c.Command != "" {
+			w := strings.Fields(mainCommand(c.Command))
+			if len(w) > 2 {
+				w = w[:2]
+			}
+			keys[i] = strings.Join(w, " ")
+		} else {
+			keys[i] = c.Name + " " + c.Path()
+		}
+		if c.Result != nil {
+			last[keys[i]] = i
+			byResult[c.Result.Index] = i
+		}
+	}
+	out := make([]Resolution, len(errs))
+	for i, e := range errs {
+		out[i].ErrorNote = e
+		ci, ok := byResult[e.Index]
+		if !ok {
+			continue
+		}
+		out[i].Shell = calls[ci].Command != "" && !lookup(mainCommand(calls[ci].Command))
+		if li := last[keys[ci]]; li > ci {
+			r := calls[li].Result
+			if !r.IsError && errorExcerpt(r.Text, false) == "" {
+				out[i].FixedBy = calls[li].Brief(120)
+			}
+		}
+	}
+	return out
+}
+
+// mainCommand is the first simple command of a command line that does
+// more than set up ("cd x && go test ./... | tail" runs go test).
+func mainCommand(cmd string) string {
+	r := strings.NewReplacer("&&", "\n", "||", "\n", ";", "\n")
+	for _, seg := range strings.Split(r.Replace(stripHeredocs(cmd)), "\n") {
+		seg, _, _ = strings.Cut(seg, "|")
+		t := strings.TrimSpace(seg)
+		switch w, _, _ := strings.Cut(t, " "); w {
+		case "", "cd", "export", "set", "source", ".", "echo", "pushd":
+			continue
+		}
+		return t
+	}
+	return cmd
+}
+
+// lookup reports whether a command only looks for something (a search
+// that found nothing fails without anything being broken).
+func lookup(cmd string) bool {
+	w, _, _ := strings.Cut(strings.TrimSpace(cmd), " ")
+	switch w[strings.LastIndexByte(w, '/')+1:] {
+	case "grep", "rg", "ag", "find", "fd", "ls", "cat", "head", "tail", "nl", "sed", "awk", "wc", "which", "test", "[", "diff", "stat", "file":
+		return true
+	}
+	return false
+}
