@@ -73,6 +73,6 @@ func TestVerifySummaryRequest(t *testing.T) {
 // Codex's shell_command tool reads files with head and cat like any shell.
 func TestShellCommandReadsAreRecorded(t *testing.T) {
 	ops := newFileOps(nil)
-	got := fileOpsOf(ops.tools, "shell_command", []byte(`{"command":"head -n 50 src/app.ts && cat README.md","workdir":"/repo"}`))
+	got := toolFileOps(ops.kindOf("shell_command"), []byte(`{"command":"head -n 50 src/app.ts && cat README.md","workdir":"/repo"}`))
 	assert.Equal(t, []fileOp{{"src/app.ts", false}, {"README.md", false}}, got)
 }
