@@ -13,7 +13,7 @@ import (
 // (a word the session never uses).
 const probeFile = `{
   "session": "bugfix.jsonl",
-  "points": [{"id": "start", "at": 6, "probes": [
+  "points": [{"id": "start", "at": 10, "probes": [
     {"id": "task", "category": "fact", "question": "What is the bug?", "all_of": ["double-counts refunds"]},
     {"id": "absent", "category": "next_step", "question": "A step the session never names", "all_of": ["xylophone"]}
   ]}]
