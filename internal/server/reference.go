@@ -9,6 +9,10 @@ GET /healthz   (no token needed)
   200 {"status":"ok","version":"v1.2.3","abi":"v1.0","plugins":3,"broken":0}
       plugins counts the plugins that loaded, broken those that did not.
 
+GET /openapi.json   (no token needed)
+  200 the OpenAPI 3.1 document of this API and of the proxy's admin
+      endpoints, for client generators
+
 GET /v1/plugins
   200 {"dir":"...","plugins":[{"name","source","path","loaded","kinds",
       "categories","version","abi","description","overridden","error"}]}

@@ -134,11 +134,12 @@ func New(opts Options) (*Server, error) {
 		s.tokenID = sha256.Sum256([]byte(opts.Token))
 	}
 	s.routes = map[string]route{
-		"/healthz":     {method: http.MethodGet, open: true, handle: s.health},
-		"/v1/plugins":  {method: http.MethodGet, handle: s.plugins},
-		"/v1/compact":  {method: http.MethodPost, work: true, handle: s.compact},
-		"/v1/check":    {method: http.MethodPost, work: true, handle: s.check},
-		"/v1/truncate": {method: http.MethodPost, work: true, handle: s.truncate},
+		"/healthz":      {method: http.MethodGet, open: true, handle: s.health},
+		"/openapi.json": {method: http.MethodGet, open: true, handle: s.openapi},
+		"/v1/plugins":   {method: http.MethodGet, handle: s.plugins},
+		"/v1/compact":   {method: http.MethodPost, work: true, handle: s.compact},
+		"/v1/check":     {method: http.MethodPost, work: true, handle: s.check},
+		"/v1/truncate":  {method: http.MethodPost, work: true, handle: s.truncate},
 	}
 	return s, nil
 }
@@ -199,7 +200,7 @@ func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 	rt, ok := s.routes[r.URL.Path]
 	if !ok {
-		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s; the API has GET /healthz, GET /v1/plugins, POST /v1/compact, POST /v1/check and POST /v1/truncate", r.URL.Path)
+		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s; the API has GET /healthz, GET /openapi.json, GET /v1/plugins, POST /v1/compact, POST /v1/check and POST /v1/truncate", r.URL.Path)
 	}
 	if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", rt.method)
