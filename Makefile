@@ -44,15 +44,40 @@ hostile: ## assemble the hostile test plugins (needs wat2wasm from wabt)
 		wat2wasm $$f -o $${f%.wat}.wasm || exit 1; \
 	done
 
-# Examples: the C truncator is built with Debian's clang, lld and wasi-libc
-# (apt-get install -y clang lld wasi-libc); its .wasm is committed so the
-# tests run without them. The process plugin is an ordinary Go binary.
+# Examples: the C plugins are built on the C SDK (sdk/c) with Debian's clang,
+# lld and wasi-libc (apt-get install -y clang lld wasi-libc
+# libclang-rt-14-dev-wasm32); their .wasm files are committed so the tests
+# run without them. The process plugin is an ordinary Go binary.
 C_TRUNCATOR := examples/c-truncator
+C_STRATEGY := examples/c-strategy
+C_SDK := sdk/c
+# The AssemblyScript examples build with the compiler their package-lock.json
+# pins (npm ci in examples/assemblyscript) against sdk/assemblyscript.
+AS_EXAMPLES := examples/assemblyscript
 WASI_CC ?= clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -Wall -Wextra -Wl,--strip-all
 
-examples: ## build examples/c-truncator/logdedup.wasm and examples/process-strategy/bullet
-	$(WASI_CC) -o $(C_TRUNCATOR)/logdedup.wasm $(C_TRUNCATOR)/src/logdedup.c
+examples: ## build the example plugins (C, AssemblyScript, Go process) into examples/
+	$(WASI_CC) -I$(C_SDK) -o $(C_TRUNCATOR)/logdedup.wasm $(C_TRUNCATOR)/src/logdedup.c $(C_SDK)/compact_host.c
+	$(WASI_CC) -I$(C_SDK) -o $(C_STRATEGY)/outline.wasm $(C_STRATEGY)/src/outline.c $(C_SDK)/compact_host.c
+	cd $(AS_EXAMPLES) && npx --no-install asc truncator.ts -o headtail.wasm --config asconfig.json
+	cd $(AS_EXAMPLES) && npx --no-install asc strategy.ts -o digest.wasm --config asconfig.json
 	$(GO) build -o examples/process-strategy/bullet ./examples/process-strategy
+
+# The Python examples (examples/python) need no build: they run with
+# /usr/bin/python3 and Debian's python3-grpcio.
+# Every example plugin of every SDK, as `compact-host plugins verify` takes
+# them: a .wasm file or a process plugin's manifest.
+EXAMPLE_PLUGINS := $(C_TRUNCATOR)/logdedup.wasm $(C_STRATEGY)/outline.wasm \
+	$(AS_EXAMPLES)/headtail.wasm $(AS_EXAMPLES)/digest.wasm \
+	examples/process-strategy/bullet.plugin.json \
+	examples/python/loglines.plugin.json examples/python/recap.plugin.json
+
+.PHONY: verify-examples
+verify-examples: build ## run `compact-host plugins verify` on every example plugin (after make examples)
+	@for p in $(EXAMPLE_PLUGINS); do \
+		echo "compact-host plugins verify $$p"; \
+		bin/compact-host plugins verify $$p || exit 1; \
+	done
 
 # Benchmarks of the frame codec (abi, its own module), the engine (host/), the plugin runtimes (host/plugin,
 # host/internal/...), the truncators (plugins/...), the importers

@@ -33,6 +33,8 @@ const (
 	// that holds the directory's guard lock (held for microseconds, or
 	// for the milliseconds of an eviction scan).
 	DefaultGuardWait = 5 * time.Second
+	// DefaultMaxSessions caps the sessions a Disk store keeps.
+	DefaultMaxSessions = 10_000
 )
 
 // DiskOptions configures a Disk store. The zero value means the defaults.
@@ -45,6 +47,11 @@ type DiskOptions struct {
 	MaxRecordBytes int
 	// GuardWait bounds the wait for another process's guard lock.
 	GuardWait time.Duration
+	// MaxSessionBytes bounds one session (DefaultMaxSessionBytes);
+	// MaxSessions caps their number (DefaultMaxSessions): creating one
+	// more removes the session updated longest ago.
+	MaxSessionBytes int
+	MaxSessions     int
 	// Logger receives reports of corrupt files; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -65,8 +72,14 @@ func (o DiskOptions) withDefaults() (DiskOptions, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxSessionBytes == 0 {
+		o.MaxSessionBytes = DefaultMaxSessionBytes
+	}
+	if o.MaxSessions == 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
 	switch {
-	case o.MaxBytes < 0 || o.MaxRecords < 0 || o.MaxRecordBytes < 0 || o.GuardWait < 0:
+	case o.MaxBytes < 0 || o.MaxRecords < 0 || o.MaxRecordBytes < 0 || o.GuardWait < 0 || o.MaxSessionBytes < 0 || o.MaxSessions < 0:
 		return o, errors.New("store: disk store limits must not be negative")
 	case o.MaxBytes < int64(o.MaxRecordBytes):
 		return o, fmt.Errorf("store: max_bytes %d is below max_record_bytes %d: one record could never be kept", o.MaxBytes, o.MaxRecordBytes)
@@ -94,7 +107,8 @@ func DefaultDir() (string, error) {
 //
 // Layout: records/<sha256(key)>.json holds a record; latest/<sha256(conversation)>
 // holds the key of the conversation's newest record; locks/<sha256(conversation)>
-// holds a lock's token and the end of its lease.
+// holds a lock's token and the end of its lease; sessions/<sha256(id)>
+// holds a session (see Sessions).
 type Disk struct {
 	dir  string
 	opts DiskOptions
@@ -166,7 +180,7 @@ func OpenDisk(dir string, opts DiskOptions) (*Disk, error) {
 	if err := flockSupported(); err != nil {
 		return nil, err
 	}
-	for _, sub := range []string{"records", "latest", "locks"} {
+	for _, sub := range []string{"records", "latest", "locks", "sessions"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("store: create %s: %w (set the store directory to a writable place)", dir, err)
 		}

@@ -403,3 +403,6 @@ func openDiskB(b *testing.B) *store.Disk {
 
 func BenchmarkDiskLatestHit(b *testing.B) { storetest.BenchmarkLatestHit(b, openDiskB(b)) }
 func BenchmarkDiskPut(b *testing.B)       { storetest.BenchmarkPut(b, openDiskB(b)) }
+
+func BenchmarkDiskSessionAppend(b *testing.B) { storetest.BenchmarkSessionAppend(b, openDiskB(b)) }
+func BenchmarkDiskSessionUpdate(b *testing.B) { storetest.BenchmarkSessionUpdate(b, openDiskB(b)) }

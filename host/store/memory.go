@@ -17,6 +17,9 @@ type Memory struct {
 	latest  map[string]string // conversation → key
 	locks   map[string]memoryLock
 	now     func() time.Time
+
+	sessions        map[string]*Session
+	maxSessionBytes int
 }
 
 type memoryLock struct {
@@ -31,6 +34,9 @@ func NewMemory() *Memory {
 		latest:  map[string]string{},
 		locks:   map[string]memoryLock{},
 		now:     time.Now,
+
+		sessions:        map[string]*Session{},
+		maxSessionBytes: DefaultMaxSessionBytes,
 	}
 }
 

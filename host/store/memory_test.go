@@ -13,3 +13,10 @@ func TestMemoryConformance(t *testing.T) {
 
 func BenchmarkMemoryLatestHit(b *testing.B) { storetest.BenchmarkLatestHit(b, store.NewMemory()) }
 func BenchmarkMemoryPut(b *testing.B)       { storetest.BenchmarkPut(b, store.NewMemory()) }
+
+func BenchmarkMemorySessionAppend(b *testing.B) {
+	storetest.BenchmarkSessionAppend(b, store.NewMemory())
+}
+func BenchmarkMemorySessionUpdate(b *testing.B) {
+	storetest.BenchmarkSessionUpdate(b, store.NewMemory())
+}

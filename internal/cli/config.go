@@ -32,7 +32,8 @@ type Config struct {
 	LogLevel        string   `toml:"log_level"`
 	// MaxInputBytes bounds what a command reads from a file or stdin.
 	MaxInputBytes int64 `toml:"max_input_bytes"`
-	// Store is where the proxy keeps its compactions (storeopen.Usage).
+	// Store is where the proxy keeps its compactions and serve its
+	// sessions (storeopen.Usage).
 	Store string `toml:"store"`
 
 	Thresholds Thresholds     `toml:"thresholds"`
@@ -322,7 +323,7 @@ key is an error.
   cache_dir = ""                  # compiled wasm cache (default <user cache dir>/compact-host)
   log_level = "warn"              # debug | info | warn | error
   max_input_bytes = 268435456     # largest session or text read (256 MiB)  flag --max-input-bytes
-  store = ""                      # the proxy's compactions: "" (disk, in the cache dir), a directory,
+  store = ""                      # compactions and serve's sessions: "" (disk, in the cache dir), a directory,
                                   # redis://host:6379/0 or memory   env COMPACT_HOST_STORE, flag --store
 
   [thresholds]                    # shares of the input budget

@@ -26,6 +26,9 @@ type evalOptions struct {
 	inProcess       bool
 	truncateOutputs bool
 	json            bool
+	probes          string
+	minScore        float64
+	minCategory     float64
 }
 
 func newEvalCmd(g *globals) *cobra.Command {
@@ -43,10 +46,20 @@ validity (no orphaned tool call or result), engine time per compaction
 without the model, peak memory, the agents' own summaries where the session
 holds one, and the accuracy of the token estimates against recorded usage.
 
-With no SESSION, every file of ../shared/corpus is used when it is present.`,
+With no SESSION, every file of ../shared/corpus is used when it is present.
+
+With --probes, eval scores summaries instead of replaying: at every point a
+probe file names, it compacts the session's messages before the point with
+one strategy (default structured, offline) and checks the summary against
+each probe's deterministic matcher (facts, file changes, next steps,
+decisions), then prints the share answered per category and per session.
+Probe files name their session by file name, found among the SESSION
+arguments or in ../shared/corpus. --min-score and --min-category turn the
+scores into a check: exit 6 when either is missed.`,
 		Example: `  compact-host eval
   compact-host eval --window 32k --strategy structured --charts charts/ session.jsonl
-  compact-host eval --json > eval.json`,
+  compact-host eval --json > eval.json
+  compact-host eval --probes internal/eval/testdata/probes --min-score 85 --min-category 70`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runEval(cmd.Context(), g, o, args) },
 	}
 	fl := cmd.Flags()
@@ -58,6 +71,9 @@ With no SESSION, every file of ../shared/corpus is used when it is present.`,
 	fl.BoolVar(&o.inProcess, "in-process", false, "run the built-in strategies linked in rather than as wasm")
 	fl.BoolVar(&o.truncateOutputs, "truncate-outputs", false, "cap tool results with the truncators before appending them")
 	fl.StringVar(&o.engine.pluginsDir, "plugins-dir", "", "directory of plugins, for strategies beyond the built-ins")
+	fl.StringVar(&o.probes, "probes", "", "score summaries against a probe file or a directory of them instead of replaying")
+	fl.Float64Var(&o.minScore, "min-score", 0, "with --probes: exit 6 when under this percentage of all probes is answered")
+	fl.Float64Var(&o.minCategory, "min-category", 0, "with --probes: exit 6 when any category scores under this percentage")
 	return cmd
 }
 
@@ -75,6 +91,20 @@ func parseWindow(s string) (int, error) {
 }
 
 func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) error {
+	if o.probes == "" && (o.minScore != 0 || o.minCategory != 0) {
+		return usageError{errors.New("--min-score and --min-category apply to --probes; give a probe file or directory with --probes")}
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"--min-score", o.minScore}, {"--min-category", o.minCategory}} {
+		if f.v < 0 || f.v > 100 {
+			return usageError{fmt.Errorf("%s %g: want a percentage from 0 to 100", f.name, f.v)}
+		}
+	}
+	if o.probes != "" && (len(o.strategies) > 1 || len(o.windows) > 1 || o.charts != "" || o.truncateOutputs) {
+		return usageError{errors.New("--probes scores one strategy at one window: give --strategy and --window at most once, without --charts or --truncate-outputs")}
+	}
 	opts := eval.Options{Sessions: args, Strategies: o.strategies, InProcess: o.inProcess, TruncateToolOutputs: o.truncateOutputs}
 	for _, w := range o.windows {
 		n, err := parseWindow(w)
@@ -118,6 +148,9 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 	if g.io.ErrIsTerminal {
 		opts.Progress = g.io.Err
 	}
+	if o.probes != "" {
+		return runProbes(ctx, g, o, opts)
+	}
 	if len(args) == 0 {
 		if _, err := eval.CorpusDir(); err != nil {
 			return withCode(ExitInput, fmt.Errorf("no SESSION given and %v", err))
@@ -148,6 +181,49 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 			return err
 		}
 		fmt.Fprintf(g.io.Err, "wrote %d charts to %s\n", len(files), o.charts)
+	}
+	return nil
+}
+
+// runProbes is eval --probes: one strategy at one window, scored against
+// the probes.
+func runProbes(ctx context.Context, g *globals, o *evalOptions, opts eval.Options) error {
+	popts := eval.ProbeOptions{Probes: o.probes, Sessions: opts.Sessions, Registry: opts.Registry, InProcess: opts.InProcess}
+	if len(opts.Strategies) == 1 {
+		popts.Strategy = opts.Strategies[0]
+	}
+	if len(opts.Windows) == 1 {
+		popts.Window = opts.Windows[0]
+	}
+	rep, err := eval.RunProbes(ctx, popts)
+	switch {
+	case errors.Is(err, eval.ErrBadProbes):
+		return withCode(ExitInput, fmt.Errorf("--probes: %w", err))
+	case errors.Is(err, eval.ErrNoSessions):
+		return withCode(ExitInput, err)
+	case err != nil:
+		return err
+	}
+	if o.json {
+		err = rep.WriteJSON(g.io.Out)
+	} else {
+		err = rep.WriteTable(g.io.Out)
+	}
+	if err != nil {
+		return err
+	}
+	if o.jsonPath != "" {
+		if err := atomicfile.Write(o.jsonPath, 0o644, func(w io.Writer) error { return rep.WriteJSON(w) }); err != nil {
+			return err
+		}
+	}
+	if total := 100 * rep.Total.Score; total < o.minScore {
+		return withCode(ExitNotFit, fmt.Errorf("probe score %.1f%% is under --min-score %g%%", total, o.minScore))
+	}
+	for _, c := range rep.Categories {
+		if c.Probes > 0 && 100*c.Score < o.minCategory {
+			return withCode(ExitNotFit, fmt.Errorf("probe category %s scores %.1f%%, under --min-category %g%%", c.Name, 100*c.Score, o.minCategory))
+		}
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 	if o.engine.model == "" && a.cfg.Model == "" {
 		hc.Model = "" // each request's own model sizes its budget
 	}
-	st, err := openProxyStore(ctx, a, o.store)
+	st, err := openStore(ctx, a, o.store)
 	if err != nil {
 		return err
 	}
@@ -154,11 +154,13 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 	return serveUntilDone(ctx, a, hs, ln, time.Minute)
 }
 
-// openProxyStore opens the store the flag, the environment or the config
-// names. A store that cannot be reached at start is an error: a replica
-// that silently kept its own store would compact every conversation again.
-// One that fails later is survived request by request (the proxy forwards).
-func openProxyStore(ctx context.Context, a *app, flag string) (store.Store, error) {
+// openStore opens the store the flag, the environment or the config
+// names, for the proxy and for serve. A store that cannot be reached at
+// start is an error: a replica that silently kept its own store would
+// compact every conversation again, or lose its sessions. One that fails
+// later is survived request by request (the proxy forwards; serve's
+// session endpoints answer 503).
+func openStore(ctx context.Context, a *app, flag string) (store.Store, error) {
 	name := pick(flag, a.cfg.Store)
 	dir := ""
 	if a.cfg.CacheDir != "" {
@@ -170,7 +172,7 @@ func openProxyStore(ctx context.Context, a *app, flag string) (store.Store, erro
 	if err != nil {
 		return nil, withCode(ExitInput, fmt.Errorf("--store %q: %w", redactURL(name), err))
 	}
-	a.log.Info("compaction store", "store", redactURL(name))
+	a.log.Info("store", "store", redactURL(name))
 	return st, nil
 }
 

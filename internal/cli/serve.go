@@ -14,6 +14,7 @@ import (
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/store/storeopen"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/spf13/cobra"
 )
@@ -30,6 +31,7 @@ type serveOptions struct {
 	requestTimeout  time.Duration
 	bodyTimeout     time.Duration
 	maxConcurrent   int
+	store           string
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -40,8 +42,11 @@ func newServeCmd(g *globals) *cobra.Command {
 		Long: `Serve compaction over HTTP, so an agent written in any language calls the
 same engine as the CLI. The server is stateless: each request carries its
 session and gets it back compacted, so any number of servers can stand
-behind a load balancer. Plugins dropped into the plugins directory are
-picked up without a restart.
+behind a load balancer. Sessions by ID (/v1/sessions/{id}) are the one
+exception: the store keeps them, so a client sends only its new messages.
+Servers that share a store (--store redis://...) serve the same sessions;
+the default store is on this machine's disk. Plugins dropped into the
+plugins directory are picked up without a restart.
 
 It listens on loopback unless --addr says otherwise; binding another
 address without a token prints a warning. With --token-env, every
@@ -71,6 +76,16 @@ config); the engine flags set the defaults each request may override.
   go test ./... 2>&1 | jq -Rs '{tool: "Bash", content: ., max_tokens: 2000}' |
     curl -s --data-binary @- http://127.0.0.1:8377/v1/truncate | jq -r .content
 
+  # A session by ID: create it, append only the new messages, read it back:
+  curl -s -X PUT -d '{"session": [{"role":"user","content":[{"type":"text","text":"hi"}]}]}' \
+    http://127.0.0.1:8377/v1/sessions/agent-1
+  curl -s -d '{"messages": [{"role":"assistant","content":[{"type":"text","text":"hello"}]}]}' \
+    http://127.0.0.1:8377/v1/sessions/agent-1/messages
+  curl -s 'http://127.0.0.1:8377/v1/sessions/agent-1?output_format=anthropic' | jq .messages
+
+  # Replicas sharing their sessions:
+  compact-host serve --store redis://10.0.0.5:6379/0
+
   # On a shared network, with a token:
   export COMPACT_HOST_TOKEN=$(openssl rand -hex 32)
   compact-host serve --addr 0.0.0.0:8377 --token-env COMPACT_HOST_TOKEN
@@ -86,6 +101,7 @@ config); the engine flags set the defaults each request may override.
 	fl.DurationVar(&o.requestTimeout, "request-timeout", 0, "bound on one request, its wait for a worker included (default: [serve] request_timeout, or 5m)")
 	fl.DurationVar(&o.bodyTimeout, "body-timeout", 0, "bound on the arrival of a request body, read before it waits for a worker; slower ones get 408 (default: [serve] body_timeout, or 30s)")
 	fl.IntVar(&o.maxConcurrent, "max-concurrent", 0, "requests worked on at once; more wait for a worker (default: twice the CPUs)")
+	fl.StringVar(&o.store, storeopen.Flag, "", "where sessions by ID (/v1/sessions) and their compactions are kept, shared by every server that names the same one: "+storeopen.Usage+"; default $COMPACT_HOST_STORE, the config's store, or disk")
 	return cmd
 }
 
@@ -155,12 +171,17 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 	if err != nil {
 		return err
 	}
+	st, err := openStore(ctx, a, o.store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	srv, err := server.New(server.Options{
 		Config: hc, Registry: reg, Model: model, Logger: a.log, Version: Version,
 		MaxRequestBytes: pick(o.maxRequestBytes, sc.MaxRequestBytes),
 		RequestTimeout:  pick(o.requestTimeout, sc.RequestTimeout.Duration),
 		BodyTimeout:     pick(o.bodyTimeout, sc.BodyTimeout.Duration),
-		Token:           token, MaxConcurrent: o.maxConcurrent,
+		Token:           token, MaxConcurrent: o.maxConcurrent, Store: st,
 	})
 	if err != nil {
 		var ce *host.ConfigError

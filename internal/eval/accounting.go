@@ -76,7 +76,13 @@ type usageTranslation struct {
 	calls    map[int]agentCall // by message index
 }
 
-type agentCall struct{ recorded, estimate int }
+// agentCall is one reported call: the prompt tokens recorded, the chars/4
+// estimate of the messages of the agent's context that the file holds,
+// and hidden, the part of the recorded figure those messages do not
+// account for (the system prompt and tool schemas; after one of the
+// agent's own compactions also what it put in the context that the file
+// does not show: an encrypted summary, files re-attached).
+type agentCall struct{ recorded, estimate, hidden int }
 
 // usageFor is the Usage to feed for the assistant message at index i when
 // the replay sent `sent` tokens (chars/4) of messages, or nil.
@@ -85,11 +91,47 @@ func (t usageTranslation) usageFor(i, sent int, recorded *abi.Usage) *abi.Usage 
 	if !ok || recorded == nil {
 		return nil
 	}
-	own := c.recorded - t.overhead
+	own := c.recorded - c.hidden
 	if own <= 0 || c.estimate <= 0 {
 		return nil
 	}
 	return &abi.Usage{InputTokens: int(math.Round(float64(own) * float64(sent) / float64(c.estimate))), OutputTokens: recorded.OutputTokens}
+}
+
+// hiddenTracker works out agentCall.hidden. Until the agent compacts it
+// is the first report's gap, and the reports measure the provider's ratio
+// to chars/4 on contexts the file holds whole. After one of the agent's
+// own compactions the file no longer holds the agent's context: Codex
+// encrypts its summary, Claude Code re-attaches files and reminders that
+// are not in the transcript. Any growth of a report beyond the messages
+// the file holds, at the ratio measured before, is then hidden content.
+// Taking it for messages instead scales the replay's context by the
+// hidden part over a small estimate: 15k hidden tokens over a 500-token
+// replacement history read thirty-fold, and with it came overflows and
+// compaction storms the agent never had.
+type hiddenTracker struct {
+	hidden    int
+	ratio     float64 // recorded less hidden over the estimate, before any compaction
+	compacted bool
+	started   bool
+}
+
+func (h *hiddenTracker) agentCompacted() { h.compacted = h.started }
+
+// observe returns the hidden part of a report of recorded tokens for a
+// context estimated at estimate; firstGap is the first report's gap.
+func (h *hiddenTracker) observe(recorded, estimate, firstGap int) int {
+	if !h.started {
+		h.hidden, h.ratio, h.started = firstGap, 1, true
+	}
+	if h.compacted {
+		// Never below the first gap: the system prompt did not shrink.
+		return max(firstGap, recorded-int(math.Round(h.ratio*float64(estimate))))
+	}
+	if estimate > 0 && recorded > h.hidden {
+		h.ratio = min(max(float64(recorded-h.hidden)/float64(estimate), 0.5), 3)
+	}
+	return h.hidden
 }
 
 // account walks the session as the agent had it (after one of its own
@@ -127,9 +169,11 @@ func account(ctx context.Context, s *formats.Session, name string) (accounting, 
 	points := gatePoints(s.Messages)
 	pi := 0
 	msgs := s.Messages
+	var hidden hiddenTracker
 	for i := 0; i <= len(msgs); i++ {
 		if c, ok := compactAt[i]; ok && i > 0 {
 			reset(agentContext(c))
+			hidden.agentCompacted()
 		}
 		if pi < len(points) && points[pi] == i {
 			pi++
@@ -160,7 +204,7 @@ func account(ctx context.Context, s *formats.Session, name string) (accounting, 
 		d, _ = calibOver.EnsureFits(ctx, sOver, host.Request{ToolSchemaTokens: acc.Overhead})
 		call.CalibratedOverhead = d.TokensBefore
 		acc.Calls = append(acc.Calls, call)
-		tr.calls[i] = agentCall{recorded: recorded, estimate: call.Chars}
+		tr.calls[i] = agentCall{recorded: recorded, estimate: call.Chars, hidden: hidden.observe(recorded, call.Chars, acc.Overhead)}
 
 		acc.Chars.add(call.Report, call.Chars, recorded)
 		acc.O200k.add(call.Report, call.O200k, recorded)

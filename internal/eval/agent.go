@@ -67,7 +67,7 @@ func compareAgent(ctx context.Context, opts Options, s *formats.Session, name st
 	cmp.AgentTokens = (len([]rune(agentText)) + 3) / 4
 	ops := newFoldedOps(s.Messages).before(ac.FirstKept)
 	cmp.Agent = ArtifactRecall(ops, agentText)
-	req, hasReq := LatestRequest(span)
+	req, hasReq := latestRequest(span, textActions(s))
 	cmp.RequestFolded = hasReq
 	cmp.AgentRetained = hasReq && Retained(req, agentText)
 

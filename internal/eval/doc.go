@@ -19,6 +19,19 @@
 // transcript does not hold (inferred from the first report), scaled by the
 // size of the context the replay sends over the size of the one the agent
 // sent. Before any compaction the two contexts are the same messages.
+// After one of the agent's own compactions the file no longer holds the
+// agent's context (an encrypted summary, files re-attached), so what a
+// report counts beyond the messages the file holds, at the ratio measured
+// before, is taken for hidden content, not scaled.
+//
+// In trajectories whose actions are the assistant's text (SWE-agent, the
+// first mini-swe-agent format) the user messages after the first action
+// are command output; the request the retention figures check is the
+// task before it.
+//
+// With probe files ([LoadProbes], [RunProbes]) it scores what a strategy's
+// summary keeps at chosen points of real sessions: facts, file changes,
+// next steps and decisions, each matched deterministically.
 //
 // Beside the replays, Run measures token accounting (chars/4, the engine's
 // calibrated estimate and the o200k tokenizer against the usage each

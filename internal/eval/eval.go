@@ -150,6 +150,10 @@ type RunResult struct {
 	TokensBefore int     `json:"tokens_before"`
 	TokensAfter  int     `json:"tokens_after"`
 	Compression  float64 `json:"compression"` // TokensBefore / TokensAfter
+	// UncalibratedAfter counts compactions whose calibrated tokens after
+	// came out as zero while tokens remained; their TokensAfter is the
+	// chars/4 estimate instead.
+	UncalibratedAfter int `json:"uncalibrated_after,omitempty"`
 	// Recall pools the artifact recall of every compaction.
 	Recall Recall `json:"recall"`
 	// Retention counts compactions whose folded part held a user request
@@ -173,6 +177,9 @@ type RunResult struct {
 	// Series is the context at each call, for the charts.
 	Series []Point `json:"series"`
 	Err    string  `json:"error,omitempty"`
+
+	// textActions: the session's actions are text (see latestRequest).
+	textActions bool
 }
 
 // Validity is the share of gate calls that left a valid context.
@@ -184,12 +191,15 @@ func (r *RunResult) Retention() float64 { return share(r.RequestsRetained, r.Req
 
 // CompactionResult is one compaction of a replay.
 type CompactionResult struct {
-	Call           int    `json:"call"`
-	Strategy       string `json:"strategy"`
-	Emergency      bool   `json:"emergency,omitempty"`
-	TokensBefore   int    `json:"tokens_before"`
-	TokensAfter    int    `json:"tokens_after"`
-	MessagesFolded int    `json:"messages_folded"`
+	Call         int    `json:"call"`
+	Strategy     string `json:"strategy"`
+	Emergency    bool   `json:"emergency,omitempty"`
+	TokensBefore int    `json:"tokens_before"`
+	TokensAfter  int    `json:"tokens_after"`
+	// Uncalibrated says TokensAfter is the chars/4 estimate: the
+	// calibrated one came out as zero while tokens remained.
+	Uncalibrated   bool `json:"uncalibrated,omitempty"`
+	MessagesFolded int  `json:"messages_folded"`
 	// Cut is the index of the first message kept.
 	Cut int `json:"cut"`
 	// SummaryTokens is the chars/4 size of the summary spliced in, the

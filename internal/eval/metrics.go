@@ -5,6 +5,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/formats"
 )
 
 // Recall is how many of the files a folded part touched a context still
@@ -129,25 +130,129 @@ func ContextText(msgs []abi.Message) string {
 }
 
 // LatestRequest is the text of the latest user request in msgs: a user
-// message with text that is not a summary. ok is false when there is none.
-// It is the engine's own notion of a request.
-func LatestRequest(msgs []abi.Message) (text string, ok bool) {
+// message with text of the user's own that is not a summary; ok is false
+// when there is none. Sessions whose actions are text need latestRequest.
+//
+// Agents' harnesses send text as user messages that nobody asked for:
+// Codex its AGENTS.md and environment context, Claude Code skill bodies
+// and task notifications. Those are not requests, and the timestamps and
+// reminders inside a request are not its words; a summary is judged on
+// what the user wrote.
+func LatestRequest(msgs []abi.Message) (text string, ok bool) { return latestRequest(msgs, false) }
+
+// latestRequest is LatestRequest for a session read by textActions: in a
+// trajectory whose actions are the assistant's text (SWE-agent, and
+// mini-swe-agent before tool calls), the user message after an assistant
+// message is that action's output, not a request. Counting it as one made
+// a command's output the request, and a summary that quoted the output
+// "kept" it while the task was lost.
+func latestRequest(msgs []abi.Message, textActions bool) (text string, ok bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := &msgs[i]
 		if m.Role != abi.RoleUser || m.Summary {
 			continue
 		}
-		var parts []string
-		for _, b := range m.Content {
-			if b.Type == abi.BlockText && strings.TrimSpace(b.Text) != "" {
-				parts = append(parts, b.Text)
-			}
+		if textActions && precededByAssistant(msgs, i) {
+			continue
 		}
-		if len(parts) > 0 {
-			return strings.TrimSpace(strings.Join(parts, "\n")), true
+		if t, ok := requestText(m); ok {
+			return t, true
 		}
 	}
 	return "", false
+}
+
+// harnessOpenings open the user messages that agents' harnesses write:
+// Codex, Claude Code and Copilot CLI as the corpus shows them.
+var harnessOpenings = []string{
+	"# AGENTS.md instructions", "<environment_context>", "<user_instructions>", "<INSTRUCTIONS>", "<turn_aborted>",
+	"<task-notification>", "<command-message>", "<command-name>", "<local-command-stdout>", "<local-command-stderr>",
+	"<local-command-caveat>", "Caveat: The messages below were generated", "Base directory for this skill:",
+	"[Request interrupted by user",
+}
+
+// harnessTags are elements harnesses put inside a user's request.
+var harnessTags = []string{"current_datetime", "system-reminder", "system_reminder"}
+
+// requestText is the user's own text in m, without the elements harnesses
+// add; ok is false when nothing is left or m is harness text.
+func requestText(m *abi.Message) (string, bool) {
+	var parts []string
+	for _, b := range m.Content {
+		if b.Type != abi.BlockText {
+			continue
+		}
+		t := b.Text
+		for _, tag := range harnessTags {
+			t = dropElement(t, tag)
+		}
+		t = strings.TrimSpace(t)
+		if t == "" || harnessText(t) {
+			continue
+		}
+		parts = append(parts, t)
+	}
+	if len(parts) == 0 {
+		return "", false
+	}
+	return strings.Join(parts, "\n"), true
+}
+
+func harnessText(t string) bool {
+	for _, p := range harnessOpenings {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropElement removes every <tag>…</tag> of s; an element left open runs
+// to the end.
+func dropElement(s, tag string) string {
+	open, closing := "<"+tag+">", "</"+tag+">"
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], closing)
+		if j < 0 {
+			return s[:i]
+		}
+		s = s[:i] + s[i+j+len(closing):]
+	}
+}
+
+// precededByAssistant reports whether an assistant message comes before
+// msgs[i], user messages between them aside.
+func precededByAssistant(msgs []abi.Message, i int) bool {
+	for j := i - 1; j >= 0; j-- {
+		switch msgs[j].Role {
+		case abi.RoleAssistant:
+			return true
+		case abi.RoleSystem:
+			return false
+		}
+	}
+	return false
+}
+
+// textActions reports whether s is a trajectory whose actions are the
+// assistant's text: a SWE-agent or mini-swe-agent file without a single
+// tool call.
+func textActions(s *formats.Session) bool {
+	if s.Format != formats.SWEAgent && s.Format != formats.MiniSWEAgent {
+		return false
+	}
+	for i := range s.Messages {
+		for _, b := range s.Messages[i].Content {
+			if b.Type == abi.BlockToolUse {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // retentionPrefix is how much of a request, whitespace folded, must occur
@@ -157,9 +262,10 @@ const retentionPrefix = 200
 
 // Retained reports whether text carries request: the request's first
 // retentionPrefix bytes (cut at a rune boundary), whitespace folded, occur
-// in the whitespace-folded text.
+// in the whitespace-folded text. Quote marks at the start of lines are
+// dropped on both sides, so a request quoted as a Markdown block counts.
 func Retained(request, text string) bool {
-	req := foldSpace(request)
+	req := foldQuoted(request)
 	if len(req) > retentionPrefix {
 		n := retentionPrefix
 		for n > 0 && !runeStart(req[n]) {
@@ -167,7 +273,17 @@ func Retained(request, text string) bool {
 		}
 		req = req[:n]
 	}
-	return strings.Contains(foldSpace(text), req)
+	return req != "" && strings.Contains(foldQuoted(text), req)
+}
+
+// foldQuoted folds whitespace after dropping the "> " quote marks that
+// open lines.
+func foldQuoted(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimLeft(l, "> \t")
+	}
+	return foldSpace(strings.Join(lines, "\n"))
 }
 
 func runeStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestArtifactRecall(t *testing.T) {
@@ -130,21 +132,31 @@ func TestAbsError(t *testing.T) {
 }
 
 func TestUsageTranslation(t *testing.T) {
-	tr := usageTranslation{overhead: 1000, calls: map[int]agentCall{7: {recorded: 11000, estimate: 8000}}}
+	tr := usageTranslation{overhead: 1000, calls: map[int]agentCall{7: {recorded: 11000, estimate: 8000, hidden: 1000}}}
 	recorded := &abi.Usage{InputTokens: 1000, CacheReadTokens: 10000, OutputTokens: 50}
 	// The messages cost 10,000 tokens for an estimate of 8,000; the
 	// replay sent half the estimate, so the provider would count 5,000.
 	u := tr.usageFor(7, 4000, recorded)
-	if u == nil || u.PromptTokens() != 5000 || u.OutputTokens != 50 {
-		t.Fatalf("usageFor = %+v, want 5,000 prompt and 50 output tokens", u)
-	}
-	if u := tr.usageFor(8, 4000, recorded); u != nil {
-		t.Errorf("no report for that message, got %+v", u)
-	}
-	tr.calls[9] = agentCall{recorded: 900, estimate: 100}
-	if u := tr.usageFor(9, 100, recorded); u != nil {
-		t.Errorf("a report below the overhead says nothing about the messages, got %+v", u)
-	}
+	require.NotNil(t, u)
+	assert.Equal(t, 5000, u.PromptTokens())
+	assert.Equal(t, 50, u.OutputTokens)
+	assert.Nil(t, tr.usageFor(8, 4000, recorded), "no report for that message")
+	tr.calls[9] = agentCall{recorded: 900, estimate: 100, hidden: 1000}
+	assert.Nil(t, tr.usageFor(9, 100, recorded), "a report below the hidden part says nothing about the messages")
+}
+
+func TestHiddenTracker(t *testing.T) {
+	var h hiddenTracker
+	// Before any compaction: the first gap, and the ratio the reports show.
+	assert.Equal(t, 1000, h.observe(13000, 10000, 1000))
+	assert.Equal(t, 1000, h.observe(25000, 20000, 1000))
+	// After the agent compacts, what grows beyond the messages at that
+	// ratio (1.2) is hidden.
+	h.agentCompacted()
+	assert.Equal(t, 16400, h.observe(17600, 1000, 1000))
+	assert.Equal(t, 16400, h.observe(18800, 2000, 1000))
+	// Never below the first gap.
+	assert.Equal(t, 1000, h.observe(1500, 2000, 1000))
 }
 
 // Helpers building canonical messages.

@@ -37,7 +37,7 @@ const maxListed = 10
 // replay feeds the session to a fresh engine as the agent did and measures
 // every gate call and compaction.
 func replay(ctx context.Context, rc replayConfig) RunResult {
-	r := RunResult{Session: rc.name, Window: rc.window, Strategy: rc.strategy}
+	r := RunResult{Session: rc.name, Window: rc.window, Strategy: rc.strategy, textActions: textActions(rc.session)}
 	began := time.Now()
 	timer := &modelTimer{}
 	strat := &timedStrategy{inner: rc.impl}
@@ -169,6 +169,14 @@ func (r *RunResult) addCompaction(e *host.CompactionEvent, call, at int, sess *h
 		MessagesFolded: e.MessagesFolded, DurationMillis: millis(e.Duration), EngineMillis: millis(e.Duration - modelTime),
 		StrategyMillis: millis(strategyTime - modelTime), HostMillis: millis(e.Duration - strategyTime),
 	}
+	// The engine's calibration clamps at zero: a fit whose offset went
+	// negative reads a context of 45k tokens as empty. A compaction that
+	// leaves tokens never reports none; the chars/4 figure stands in and
+	// the run counts it.
+	if raw := sess.ContextTokens(); c.TokensAfter <= 0 && raw > 0 {
+		c.TokensAfter, c.Uncalibrated = raw, true
+		r.UncalibratedAfter++
+	}
 	for _, comp := range sess.Compactions() {
 		if comp.ID == e.CompactionID {
 			c.Cut = index[comp.FoldedThrough] + 1
@@ -176,9 +184,9 @@ func (r *RunResult) addCompaction(e *host.CompactionEvent, call, at int, sess *h
 		}
 	}
 	c.Recall = ArtifactRecall(folded.before(c.Cut), text)
-	if req, ok := LatestRequest(msgs[:c.Cut]); ok {
+	if req, ok := latestRequest(msgs[:c.Cut], r.textActions); ok {
 		c.RequestFolded, c.RequestRetained = true, Retained(req, text)
-		latest, _ := LatestRequest(msgs[:at])
+		latest, _ := latestRequest(msgs[:at], r.textActions)
 		c.LatestRetained = Retained(latest, text)
 	}
 	r.Compactions = append(r.Compactions, c)

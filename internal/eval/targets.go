@@ -111,7 +111,7 @@ func missing(files []string) string {
 func notes(rep *Report) []string {
 	out := []string{
 		"The transcripts hold the conversation, not the system prompt or the tool schemas the agent sent with every call, so raw estimates of the messages run low against recorded usage; the accounting table's overhead column is that gap at the first report, and calibration (a factor) or a declared overhead is what absorbs it.",
-		"Replays declare no overhead (Request is empty): they measure the conversation under each window. Recorded usage is fed less that first-report overhead, scaled to the context the replay sent (see the package documentation).",
+		"Replays declare no overhead (Request is empty): they measure the conversation under each window. Recorded usage is fed less that first-report overhead, scaled to the context the replay sent; after an agent's own compaction, what a report counts beyond the messages the file holds is taken for hidden content (see the package documentation).",
 	}
 	var none []string
 	for _, s := range rep.Sessions {
@@ -145,6 +145,15 @@ func notes(rep *Report) []string {
 		if len(heavy) > 0 {
 			out = append(out, fmt.Sprintf("Pinned messages (system prompts the readers mark pinned) are never folded; where they take much of the %s window, each compaction can fold little: %s tokens pinned.", kilo(smallest), strings.Join(heavy, ", ")))
 		}
+	}
+	var floored []string
+	for i := range rep.Runs {
+		if n := rep.Runs[i].UncalibratedAfter; n > 0 {
+			floored = append(floored, fmt.Sprintf("%s@%d/%s %d", short(rep.Runs[i].Session), rep.Runs[i].Window, rep.Runs[i].Strategy, n))
+		}
+	}
+	if len(floored) > 0 {
+		out = append(out, "The engine's calibrated estimate came out as 0 tokens after these compactions though the context held messages (a fit with a negative offset); their tokens after are the chars/4 estimate: "+strings.Join(floored, ", ")+".")
 	}
 	if !rep.Offline {
 		out = append(out, "Engine time excludes the time strategies waited for the model.")

@@ -32,6 +32,9 @@ func TestReferenceDocumentsTheAPI(t *testing.T) {
 	for path, rt := range s.routes {
 		assert.Contains(t, Reference, rt.method+" "+path, "the reference lacks a route")
 	}
+	for key := range s.sessionRoutes {
+		assert.Contains(t, Reference, key, "the reference lacks a session route")
+	}
 
 	// Every code, with the status its comment names.
 	src, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, parser.ParseComments)
@@ -57,7 +60,7 @@ func TestReferenceDocumentsTheAPI(t *testing.T) {
 	// Every JSON field of the wire types is named in the reference.
 	for _, v := range []any{CompactRequest{}, CompactOptions{}, Thresholds{}, CompactReport{}, CompactResponse{}, Context{}, Plan{},
 		CheckRequest{}, CheckResponse{}, GateRequest{}, Budget{}, Decision{}, TruncateRequest{}, TruncateResponse{},
-		PluginInfo{}, PluginsResponse{}, Health{}} {
+		PluginInfo{}, PluginsResponse{}, Health{}, SessionRequest{}, AppendRequest{}, SessionUpdate{}, SessionView{}, SessionDeleted{}} {
 		for _, name := range jsonFields(reflect.TypeOf(v)) {
 			assert.Contains(t, Reference, `"`+name+`"`, "the reference does not name a field of %T", v)
 		}

@@ -24,9 +24,12 @@ const (
 	CodeUnknownStrategy  = "unknown_strategy"   // 400: no plugin provides the strategy
 	CodeUnauthorized     = "unauthorized"       // 401: the bearer token is missing or wrong
 	CodeNotFound         = "not_found"          // 404: no such endpoint
+	CodeSessionNotFound  = "session_not_found"  // 404: no session has that ID (PUT creates one)
+	CodeRevisionConflict = "revision_conflict"  // 409: the session is not at if_revision; read it again and retry
 	CodeMethodNotAllowed = "method_not_allowed" // 405: the endpoint takes another method
 	CodeTooLarge         = "too_large"          // 413: the body is over the size limit
 	CodeBusy             = "busy"               // 503: no worker came free within the request timeout
+	CodeStoreUnavailable = "store_unavailable"  // 503: the session store did not answer; retry later
 	CodeTimeout          = "timeout"            // 504: the work did not finish within the request timeout; 408: nor did the body arrive
 	CodeInternal         = "internal"           // 500: a bug; the message says what
 )

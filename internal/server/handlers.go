@@ -107,6 +107,19 @@ func (s *Server) open(ctx context.Context, o EngineOptions, session json.RawMess
 	if aerr := checkFormats(format, outFormat); aerr != nil {
 		return nil, nil, nil, aerr
 	}
+	e, ev, aerr := s.requestEngine(ctx, o)
+	if aerr != nil {
+		return nil, nil, nil, aerr
+	}
+	in, aerr := readSession(e, session, format)
+	if aerr != nil {
+		return nil, nil, nil, aerr
+	}
+	return e, ev, in, nil
+}
+
+// requestEngine builds a request's engine, metered and watched.
+func (s *Server) requestEngine(ctx context.Context, o EngineOptions) (*host.Engine, *events, *apiError) {
 	ev := &events{}
 	// A nil *Meter in the interface would be a model that is not there.
 	var model host.ModelClient
@@ -116,14 +129,10 @@ func (s *Server) open(ctx context.Context, o EngineOptions, session json.RawMess
 	}
 	e, aerr := s.engine(ctx, o, model)
 	if aerr != nil {
-		return nil, nil, nil, aerr
+		return nil, nil, aerr
 	}
 	ev.watch(e)
-	in, aerr := readSession(e, session, format)
-	if aerr != nil {
-		return nil, nil, nil, aerr
-	}
-	return e, ev, in, nil
+	return e, ev, nil
 }
 
 // output checks the session the engine left and renders it, whole and as

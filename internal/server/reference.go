@@ -83,6 +83,42 @@ POST /v1/truncate
   200 {"content","category","truncated","bytes_before","bytes_after",
        "tokens_before","tokens_after"}
 
+PUT /v1/sessions/{id}   (sessions by ID: the store keeps the conversation)
+  {"session","format","options": as for compact (dry_run refused); the
+   options are kept for every later append,
+   "if_revision": replace only at this revision; 0: only create}
+  201 (created) or 200 (replaced) {"id","revision","created","action",
+       "tokens","compactions","updated_at","report","warnings"}
+      The session is compacted at once if it is over its threshold
+      (options.threshold, else the gate's compact threshold).
+
+POST /v1/sessions/{id}/messages
+  {"messages": a JSON array of the new messages only (required),
+   "format": canonical (default), anthropic or openai,
+   "if_revision": append only at this revision}
+  200 {"id","revision","appended","action","tokens","compactions",
+       "updated_at","report": when the gate acted, as for compact,
+       "warnings"}
+      action: none, compacted, emergency, pruned or "nothing to fold".
+      Appends to one ID are serialized across every server sharing the
+      store; one that crosses the threshold compacts the session once.
+      An unknown ID is a 404 (session_not_found): PUT creates sessions.
+      Tool results may come in a later append than their calls.
+
+GET /v1/sessions/{id}?output_format=canonical|anthropic|openai
+  200 {"id","revision","output_format","messages","system","tokens",
+       "compactions","summary","updated_at"}
+      messages: the compacted context as a JSON array to send as is
+      (canonical by default); system: Anthropic's system prompt, which
+      its messages cannot hold; summary: the latest compaction's.
+
+DELETE /v1/sessions/{id}
+  200 {"id","deleted":true}
+
+  An ID is 1 to 128 letters, digits, '-', '_', '.' or ':', starting with
+  a letter or digit. Sessions live in the store (--store): the disk store
+  by default, Redis to share them between servers.
+
 The session is a JSON object (an Anthropic or OpenAI request, a SWE-agent
 or mini-swe-agent trajectory), an array of canonical messages
 ({"id","role","content":[blocks]}), or a string holding a JSONL file: a
@@ -107,14 +143,20 @@ Errors: {"error":{"code","message","line"?,"offset"?}} with the status:
   400 unknown_strategy  no plugin provides the strategy
   401 unauthorized      missing or wrong "Authorization: Bearer <token>"
   404 not_found         no such endpoint
+  404 session_not_found no session has that ID (PUT creates one)
   405 method_not_allowed the endpoint takes another method (see Allow)
   408 timeout           the body did not arrive within --body-timeout
                         (or --request-timeout, when shorter)
-  413 too_large         the body is over --max-request-bytes
+  409 revision_conflict the session is not at if_revision: read it again
+                        and retry
+  413 too_large         the body is over --max-request-bytes, or the
+                        session over the store's max_session_bytes
   500 internal          a bug: the server failed, its result did not
                         validate, or its answer could not be encoded
                         (then nothing else is sent)
-  503 busy              no worker came free before the request timeout
-                        (Retry-After: 1)
+  503 busy              no worker came free before the request timeout,
+                        or the session stayed locked (Retry-After: 1)
+  503 store_unavailable the session store did not answer; the other
+                        endpoints work on (Retry-After: 1)
   504 timeout           the work outlasted --request-timeout
 `

@@ -20,6 +20,7 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/store"
 )
 
 // Defaults of Options.
@@ -74,6 +75,11 @@ type Options struct {
 	// truncate); others wait for a worker, within their timeout. Default
 	// 2×GOMAXPROCS.
 	MaxConcurrent int
+	// Store keeps the sessions of /v1/sessions and the records of their
+	// compactions; it must implement store.Sessions. Servers that share
+	// a store (Redis) serve the same sessions. Nil keeps them in this
+	// process's memory. The server does not close it.
+	Store store.Store
 }
 
 // Server is the HTTP JSON API over the engine. It is safe for concurrent
@@ -84,6 +90,11 @@ type Server struct {
 	tokenID [sha256.Size]byte
 	slots   chan struct{}
 	routes  map[string]route
+	// sessionRoutes are the routes under /v1/sessions/, by method and
+	// pattern ("GET /v1/sessions/{id}").
+	sessionRoutes map[string]route
+	store         store.Store
+	sessions      store.Sessions
 }
 
 // route is an endpoint: its method, whether it needs a worker slot, and
@@ -129,7 +140,14 @@ func New(opts Options) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent)}
+	if opts.Store == nil {
+		opts.Store = store.NewMemory()
+	}
+	sessions, ok := opts.Store.(store.Sessions)
+	if !ok {
+		return nil, fmt.Errorf("server: Options.Store %T keeps no sessions (store.Sessions)", opts.Store)
+	}
+	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent), store: opts.Store, sessions: sessions}
 	if opts.Token != "" {
 		s.tokenID = sha256.Sum256([]byte(opts.Token))
 	}
@@ -140,6 +158,12 @@ func New(opts Options) (*Server, error) {
 		"/v1/compact":   {method: http.MethodPost, work: true, handle: s.compact},
 		"/v1/check":     {method: http.MethodPost, work: true, handle: s.check},
 		"/v1/truncate":  {method: http.MethodPost, work: true, handle: s.truncate},
+	}
+	s.sessionRoutes = map[string]route{
+		"PUT " + sessionPattern:    {method: http.MethodPut, work: true, handle: s.putSession},
+		"GET " + sessionPattern:    {method: http.MethodGet, handle: s.getSession},
+		"DELETE " + sessionPattern: {method: http.MethodDelete, handle: s.deleteSession},
+		"POST " + messagesPattern:  {method: http.MethodPost, work: true, handle: s.appendMessages},
 	}
 	return s, nil
 }
@@ -199,12 +223,16 @@ func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
 
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 	rt, ok := s.routes[r.URL.Path]
+	allow := rt.method
 	if !ok {
-		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s; the API has GET /healthz, GET /openapi.json, GET /v1/plugins, POST /v1/compact, POST /v1/check and POST /v1/truncate", r.URL.Path)
+		rt, allow, ok = s.sessionRoute(r)
 	}
-	if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
-		w.Header().Set("Allow", rt.method)
-		return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, rt.method, r.Method)
+	if !ok {
+		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s; the API has GET /healthz, GET /openapi.json, GET /v1/plugins, POST /v1/compact, POST /v1/check, POST /v1/truncate and /v1/sessions/{id}", r.URL.Path)
+	}
+	if rt.handle == nil || r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
+		w.Header().Set("Allow", allow)
+		return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, allow, r.Method)
 	}
 	if !rt.open && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host"`)
@@ -220,14 +248,15 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		defer cancel()
 		r = r.WithContext(ctx)
 	}
-	if rt.method == http.MethodPost && r.ContentLength > s.opts.MaxRequestBytes {
+	hasBody := rt.method == http.MethodPost || rt.method == http.MethodPut
+	if hasBody && r.ContentLength > s.opts.MaxRequestBytes {
 		return s.tooLarge()
 	}
 	// The body is read before the request waits for a worker, under its
 	// own deadline: a client that sends slowly holds its connection, not
 	// a worker that requests whose bodies have arrived could use.
 	var body []byte
-	if rt.method == http.MethodPost {
+	if hasBody {
 		deadline := time.Now().Add(s.opts.BodyTimeout)
 		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 			deadline = d

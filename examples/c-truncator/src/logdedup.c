@@ -7,189 +7,20 @@
  * is still over the cap is cut at a line boundary. Every cut ends with a
  * notice saying how much was left out and how to see it.
  *
- * It implements the wasm side of ABI v1 (abi/version.go, abi/frame.go):
- *   compact_plugin_abi_v1()            marker, no-op
- *   compact_v1_alloc(size) -> ptr      the host writes request frames there
- *   compact_v1_free(ptr)               the host gives such a buffer back
- *   compact_v1_info() -> ptr<<32|len   an Info frame
- *   compact_v1_truncate(ptr, len) -> ptr<<32|len
- * A frame is "CHF\x01", u32 LE header length, a JSON header
- * {"body":{...}} or {"error":{...}}, u32 LE blob count, then each blob as
- * u32 LE length and bytes. Large fields (the content) are blob indexes.
- * The request buffer stays the host's (it reuses it across calls); an
- * answer stays this plugin's and must stay readable until the next call,
- * which frees it.
+ * The ABI's side (exports, frames, the allocator contract) is the C SDK's,
+ * sdk/c/compact_host.h: this file is only the truncator.
  *
- * Build: make examples (clang --target=wasm32-wasi -mexec-model=reactor).
+ * Build: make examples (clang --target=wasm32-wasi -mexec-model=reactor
+ * -I sdk/c ... sdk/c/compact_host.c).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPORT(name) __attribute__((export_name(name)))
+#include "compact_host.h"
 
-#define NAME "logdedup"
-#define CATEGORY "log"
 #define BYTES_PER_TOKEN 4
-
-EXPORT("compact_plugin_abi_v1") void marker(void) {}
-
-EXPORT("compact_v1_alloc") uint32_t plugin_alloc(uint32_t size) {
-	return (uint32_t)(uintptr_t)malloc(size ? size : 1);
-}
-
-EXPORT("compact_v1_free") void plugin_free(uint32_t ptr) { free((void *)(uintptr_t)ptr); }
-
-/* ---- frames ---------------------------------------------------------- */
-
-static void put_u32(uint8_t *p, uint32_t v) {
-	p[0] = v, p[1] = v >> 8, p[2] = v >> 16, p[3] = v >> 24;
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* last_answer is the previous call's answer, freed at the next call. */
-static uint8_t *last_answer;
-
-static void forget_answer(void) {
-	free(last_answer);
-	last_answer = NULL;
-}
-
-/* frame lays out a header and at most one blob; returns ptr<<32|len. */
-static uint64_t frame(const char *header, const uint8_t *blob, size_t blob_len, int has_blob) {
-	size_t hlen = strlen(header);
-	size_t n = 4 + 4 + hlen + 4 + (has_blob ? 4 + blob_len : 0);
-	uint8_t *out = malloc(n), *p = out;
-	if (!out)
-		return 0;
-	memcpy(p, "CHF\x01", 4), p += 4;
-	put_u32(p, hlen), p += 4;
-	memcpy(p, header, hlen), p += hlen;
-	put_u32(p, has_blob ? 1 : 0), p += 4;
-	if (has_blob) {
-		put_u32(p, blob_len), p += 4;
-		memcpy(p, blob, blob_len);
-	}
-	last_answer = out;
-	return (uint64_t)(uintptr_t)out << 32 | n;
-}
-
-static uint64_t error_frame(const char *code, const char *message) {
-	char header[512];
-	snprintf(header, sizeof header, "{\"error\":{\"code\":\"%s\",\"message\":\"%s: %s\"}}", code, NAME, message);
-	return frame(header, NULL, 0, 0);
-}
-
-EXPORT("compact_v1_info") uint64_t plugin_info(void) {
-	forget_answer();
-	return frame("{\"body\":{\"abi_major\":1,\"abi_minor\":0,\"name\":\"" NAME "\",\"version\":\"1.0.0\","
-	             "\"description\":\"Collapses repeated log lines, then cuts at a line boundary (C example).\","
-	             "\"kinds\":[\"truncator\"],\"categories\":[\"" CATEGORY "\"]}}",
-	             NULL, 0, 0);
-}
-
-/* ---- a just-enough JSON reader for the request header ----------------- */
-
-typedef struct {
-	const char *p, *end;
-} json;
-
-static void ws(json *j) {
-	while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-		j->p++;
-}
-
-/* str reads a string into buf (escapes kept as written) or skips it. */
-static int str(json *j, char *buf, size_t cap) {
-	size_t n = 0;
-	ws(j);
-	if (j->p >= j->end || *j->p != '"')
-		return 0;
-	for (j->p++; j->p < j->end && *j->p != '"'; j->p++) {
-		if (*j->p == '\\' && j->p + 1 < j->end) {
-			if (buf && n + 1 < cap)
-				buf[n++] = *j->p;
-			j->p++;
-		}
-		if (buf && n + 1 < cap)
-			buf[n++] = *j->p;
-	}
-	if (buf)
-		buf[n] = 0;
-	if (j->p >= j->end)
-		return 0;
-	j->p++;
-	return 1;
-}
-
-/* skip passes over one value of any kind. */
-static int skip(json *j) {
-	int depth = 0;
-	ws(j);
-	do {
-		if (j->p >= j->end)
-			return 0;
-		char c = *j->p;
-		if (c == '"') {
-			if (!str(j, NULL, 0))
-				return 0;
-			continue;
-		}
-		if (c == '{' || c == '[')
-			depth++;
-		else if (c == '}' || c == ']')
-			depth--;
-		else if (depth == 0 && (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t'))
-			return 1;
-		j->p++;
-	} while (depth > 0 || (j->p < j->end && *j->p != ',' && *j->p != '}' && *j->p != ']'));
-	return 1;
-}
-
-/* field positions j at the value of key in the object j points to. */
-static int field(json j, const char *key, json *value) {
-	char name[64];
-	ws(&j);
-	if (j.p >= j.end || *j.p != '{')
-		return 0;
-	j.p++;
-	for (;;) {
-		ws(&j);
-		if (j.p < j.end && *j.p == '}')
-			return 0;
-		if (!str(&j, name, sizeof name))
-			return 0;
-		ws(&j);
-		if (j.p >= j.end || *j.p != ':')
-			return 0;
-		j.p++;
-		ws(&j);
-		if (strcmp(name, key) == 0) {
-			*value = j;
-			return 1;
-		}
-		if (!skip(&j))
-			return 0;
-		ws(&j);
-		if (j.p < j.end && *j.p == ',')
-			j.p++;
-	}
-}
-
-static long long number(json j, long long fallback) {
-	long long v = 0;
-	int neg = 0, digits = 0;
-	ws(&j);
-	if (j.p < j.end && *j.p == '-')
-		neg = 1, j.p++;
-	for (; j.p < j.end && *j.p >= '0' && *j.p <= '9'; j.p++, digits++)
-		v = v * 10 + (*j.p - '0');
-	return digits ? (neg ? -v : v) : fallback;
-}
 
 /* ---- the truncator ----------------------------------------------------- */
 
@@ -242,72 +73,16 @@ static size_t body_len(const uint8_t *c, size_t start, size_t end) {
 	return n;
 }
 
-EXPORT("compact_v1_truncate") uint64_t plugin_truncate(uint32_t ptr, uint32_t len) {
-	uint8_t *in = (uint8_t *)(uintptr_t)ptr;
-	uint64_t result;
-	char category[64], header[256];
-	const uint8_t *content = NULL;
-	size_t content_len = 0;
-	long long max_tokens, content_ref = -1;
+static int logdedup(const ch_truncate_request *req, ch_truncate_response *resp, ch_error *err) {
+	const uint8_t *content = req->content.data;
+	size_t content_len = req->content.len;
+	if (req->max_tokens <= 0)
+		return ch_fail(err, CH_INVALID_REQUEST, "logdedup: max_tokens must be positive, got %lld", (long long)req->max_tokens);
 
-	forget_answer();
-	if (len < 12 || memcmp(in, "CHF", 3) != 0) {
-		result = error_frame("invalid_request", "request is not a frame");
-		goto done;
-	}
-	if (in[3] != 1) {
-		result = error_frame("invalid_request", "request frame is not ABI v1");
-		goto done;
-	}
-	uint32_t hlen = get_u32(in + 4);
-	if (hlen > len - 12) {
-		result = error_frame("invalid_request", "header runs past the frame");
-		goto done;
-	}
-	json h = {(const char *)in + 8, (const char *)in + 8 + hlen}, body, v;
-	if (!field(h, "body", &body)) {
-		result = error_frame("invalid_request", "header has no body");
-		goto done;
-	}
-	category[0] = 0;
-	if (field(body, "category", &v))
-		str(&v, category, sizeof category);
-	if (strcmp(category, CATEGORY) != 0) {
-		result = error_frame("unsupported", "only the log category is handled");
-		goto done;
-	}
-	max_tokens = field(body, "max_tokens", &v) ? number(v, 0) : 0;
-	if (max_tokens <= 0) {
-		result = error_frame("invalid_request", "max_tokens must be positive");
-		goto done;
-	}
-	if (field(body, "content", &v))
-		content_ref = number(v, -1);
-
-	/* Walk the blobs to the content. */
-	const uint8_t *p = in + 8 + hlen, *end = in + len;
-	uint32_t nblobs = get_u32(p);
-	p += 4;
-	for (uint32_t i = 0; i < nblobs; i++) {
-		if (end - p < 4 || get_u32(p) > (uint32_t)(end - p - 4)) {
-			result = error_frame("invalid_request", "blob runs past the frame");
-			goto done;
-		}
-		uint32_t n = get_u32(p);
-		if ((long long)i == content_ref)
-			content = p + 4, content_len = n;
-		p += 4 + n;
-	}
-	if (content_ref >= 0 && !content) {
-		result = error_frame("invalid_request", "content refers to a missing blob");
-		goto done;
-	}
-
-	size_t budget = (size_t)max_tokens * BYTES_PER_TOKEN;
-	if (content_len <= budget) {
-		result = frame(content_len ? "{\"body\":{\"content\":0,\"truncated\":false}}" : "{\"body\":{\"truncated\":false}}",
-		               content, content_len, content_len > 0);
-		goto done;
+	size_t budget = (size_t)req->max_tokens * BYTES_PER_TOKEN;
+	if (req->max_tokens > (int64_t)(SIZE_MAX / BYTES_PER_TOKEN) || content_len <= budget) {
+		ch_buf_put(&resp->content, content, content_len);
+		return 0;
 	}
 
 	/* Pass 1: collapse runs of lines equal but for their numbers. */
@@ -317,6 +92,8 @@ EXPORT("compact_v1_truncate") uint64_t plugin_truncate(uint32_t ptr, uint32_t le
 		crlf = 1;
 	const char *eol = crlf ? "\r\n" : "\n";
 	out_buf o = {malloc(content_len + 64), 0, content_len + 64};
+	if (!o.buf)
+		return ch_fail(err, CH_INTERNAL, "logdedup: out of memory for %zu bytes", content_len + 64);
 	size_t omitted_lines = 0, total_lines = 0;
 	for (size_t s = 0; s < content_len;) {
 		size_t e = line_end(content, content_len, s), run_last = s, run = 1;
@@ -385,10 +162,22 @@ EXPORT("compact_v1_truncate") uint64_t plugin_truncate(uint32_t ptr, uint32_t le
 		if (o.len + n <= budget)
 			put(&o, notice, n);
 	}
-	snprintf(header, sizeof header, "{\"body\":{\"content\":0,\"truncated\":true,\"omitted_bytes\":%zu,\"omitted_lines\":%zu}}",
-	         omitted_bytes, omitted_lines);
-	result = frame(header, o.buf, o.len, 1);
+	ch_buf_put(&resp->content, o.buf, o.len);
+	resp->truncated = 1;
+	resp->omitted_bytes = (int64_t)omitted_bytes;
+	resp->omitted_lines = (int64_t)omitted_lines;
 	free(o.buf);
-done:
-	return result;
+	return 0;
 }
+
+static const char *const categories[] = {"log", NULL};
+
+static const ch_plugin plugin = {
+    .name = "logdedup",
+    .version = "1.0.0",
+    .description = "Collapses repeated log lines, then cuts at a line boundary (C example).",
+    .truncate = logdedup,
+    .categories = categories,
+};
+
+CH_PLUGIN(plugin);

@@ -10,8 +10,12 @@
 //	                     that Latest is one GET
 //	lock:<conversation>  a lock's random token, SET NX with the lease as
 //	                     its expiry
+//	sess:<id>            a session's hash: rev, settings, latest,
+//	                     compactions, updated_at (Unix nanoseconds)
+//	sessmsg:<id>         a session's messages, a string that APPEND grows
 //
-// Records and conversation keys expire after Options.TTL. Put writes both
+// Records, conversation keys and sessions expire after Options.TTL (a
+// session's TTL restarts with every write). Put writes both
 // in one MULTI/EXEC. A single Redis (with or without replicas and
 // Sentinel) is supported; Redis Cluster is not, as a Put's two keys may
 // hash to different slots.
@@ -45,7 +49,8 @@ const (
 )
 
 // Options configures a Store. A zero field takes the URL's query
-// parameter of the same name (ttl, prefix, call_timeout, max_record_bytes),
+// parameter of the same name (ttl, prefix, call_timeout, max_record_bytes,
+// max_session_bytes),
 // then the default. The URL's other parameters are go-redis's own
 // (dial_timeout, read_timeout, write_timeout, pool_size, max_retries...).
 type Options struct {
@@ -53,6 +58,9 @@ type Options struct {
 	Prefix         string
 	CallTimeout    time.Duration
 	MaxRecordBytes int
+	// MaxSessionBytes bounds a session (store.DefaultMaxSessionBytes);
+	// URL parameter max_session_bytes.
+	MaxSessionBytes int
 	// Hook, if set, sees every command and pipeline the client sends: a
 	// place for metrics and for tests that count round trips.
 	Hook redis.Hook
@@ -150,6 +158,12 @@ func takeOwnParams(rawURL string, opts *Options) (string, error) {
 		}
 	}
 	q.Del("max_record_bytes")
+	if v := q.Get("max_session_bytes"); v != "" && opts.MaxSessionBytes == 0 {
+		if opts.MaxSessionBytes, err = strconv.Atoi(v); err != nil {
+			return "", bad("max_session_bytes", err)
+		}
+	}
+	q.Del("max_session_bytes")
 	u.RawQuery = q.Encode()
 
 	if opts.TTL == 0 {
@@ -164,8 +178,11 @@ func takeOwnParams(rawURL string, opts *Options) (string, error) {
 	if opts.MaxRecordBytes == 0 {
 		opts.MaxRecordBytes = store.DefaultMaxRecordBytes
 	}
-	if opts.TTL < time.Millisecond || opts.CallTimeout < 0 || opts.MaxRecordBytes < 0 {
-		return "", errors.New("redisstore: ttl must be at least 1ms; call_timeout and max_record_bytes must not be negative")
+	if opts.MaxSessionBytes == 0 {
+		opts.MaxSessionBytes = store.DefaultMaxSessionBytes
+	}
+	if opts.TTL < time.Millisecond || opts.CallTimeout < 0 || opts.MaxRecordBytes < 0 || opts.MaxSessionBytes < 0 {
+		return "", errors.New("redisstore: ttl must be at least 1ms; call_timeout, max_record_bytes and max_session_bytes must not be negative")
 	}
 	return u.String(), nil
 }

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -280,4 +281,82 @@ func benchRedis(b *testing.B, loop func(*testing.B, store.Store), cmd string) {
 }
 
 func BenchmarkRedisLatestHit(b *testing.B) { benchRedis(b, storetest.LoopLatestHit, "get") }
-func BenchmarkRedisPut(b *testing.B)       { benchRedis(b, storetest.LoopPut, "exec") }
+
+// benchRedisSessions is benchRedis for the session loops: cmd counts the
+// server's scripts run (evalsha).
+func benchRedisSessions(b *testing.B, loop func(*testing.B, store.Store)) {
+	srv := storetest.StartRedis(b)
+	hook := &countHook{}
+	s, err := redisstore.Open(context.Background(), patientURL(srv), redisstore.Options{Hook: hook, CallTimeout: patient})
+	require.NoError(b, err)
+	defer s.Close()
+	storetest.PreloadSessions(b, s)
+	_, err = srv.Command("CONFIG", "RESETSTAT")
+	require.NoError(b, err)
+	before := hook.roundTrips.Load()
+	loop(b, s)
+	b.StopTimer()
+	scripts, err := srv.CommandCalls("evalsha")
+	require.NoError(b, err)
+	b.ReportMetric(float64(hook.roundTrips.Load()-before)/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(scripts)/float64(b.N), "server_evalsha/op")
+}
+
+func BenchmarkRedisSessionAppend(b *testing.B) {
+	benchRedisSessions(b, func(b *testing.B, s store.Store) { storetest.LoopSessionAppend(b, s.(store.Sessions)) })
+}
+func BenchmarkRedisSessionUpdate(b *testing.B) { benchRedisSessions(b, storetest.LoopSessionUpdate) }
+func BenchmarkRedisPut(b *testing.B)           { benchRedis(b, storetest.LoopPut, "exec") }
+
+// A session read is one round trip (MULTI/EXEC of HGETALL and GET), an
+// append or a put one script.
+func TestSessionCallsAreOneRoundTrip(t *testing.T) {
+	srv := storetest.StartRedis(t)
+	ctx := context.Background()
+	hook := &countHook{}
+	s := open(t, srv, redisstore.Options{Hook: hook})
+	_, err := s.PutSession(ctx, storetest.SampleSession("s1"), 0)
+	require.NoError(t, err)
+	_, err = s.AppendSession(ctx, "s1", []byte("warm\n"), store.AnyRevision)
+	require.NoError(t, err, "the first call of each script loads it")
+	// The pool may dial a second connection on the first call after a
+	// script: setup, not a cost of each call.
+	_, err = s.GetSession(ctx, "s1")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"get", func() error { _, err := s.GetSession(ctx, "s1"); return err }},
+		{"append", func() error { _, err := s.AppendSession(ctx, "s1", []byte("x\n"), store.AnyRevision); return err }},
+		{"put", func() error {
+			_, err := s.PutSession(ctx, storetest.SampleSession("s1"), store.AnyRevision)
+			return err
+		}},
+	} {
+		before := hook.roundTrips.Load()
+		require.NoError(t, tc.call(), tc.name)
+		assert.Equal(t, int64(1), hook.roundTrips.Load()-before, "round trips of one %s", tc.name)
+	}
+}
+
+func TestSessionsExpire(t *testing.T) {
+	srv := storetest.StartRedis(t)
+	ctx := context.Background()
+	s := open(t, srv, redisstore.Options{TTL: 300 * time.Millisecond, Prefix: "ttl:"})
+	_, err := s.PutSession(ctx, storetest.SampleSession("s1"), 0)
+	require.NoError(t, err)
+	ttl, err := srv.Command("PTTL", "ttl:sessmsg:s1")
+	require.NoError(t, err)
+	assert.NotEqual(t, "-1", ttl, "the messages key has a TTL")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := s.GetSession(ctx, "s1")
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		require.NoError(t, err)
+		require.True(t, time.Now().Before(deadline), "the session outlived its TTL")
+		time.Sleep(50 * time.Millisecond)
+	}
+}

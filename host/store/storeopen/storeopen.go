@@ -27,8 +27,8 @@ const (
 
 // Usage describes the accepted URLs, for a flag's help and for errors.
 const Usage = `"" or "disk" (the embedded store in <user cache dir>/compact-host/store), ` +
-	`"file:///dir" or a directory path (the embedded store there; parameters max_bytes, max_records, max_record_bytes, guard_wait), ` +
-	`"redis://[user:password@]host:port/db" ("rediss://" for TLS, "unix:///path.sock"; parameters ttl, prefix, call_timeout, max_record_bytes, and go-redis's dial_timeout, read_timeout, write_timeout, pool_size...), ` +
+	`"file:///dir" or a directory path (the embedded store there; parameters max_bytes, max_records, max_record_bytes, guard_wait, max_session_bytes, max_sessions), ` +
+	`"redis://[user:password@]host:port/db" ("rediss://" for TLS, "unix:///path.sock"; parameters ttl, prefix, call_timeout, max_record_bytes, max_session_bytes, and go-redis's dial_timeout, read_timeout, write_timeout, pool_size...), ` +
 	`"memory" (this process only, lost on exit)`
 
 // Options are what the URL cannot say.
@@ -90,8 +90,12 @@ func openDisk(dir string, q url.Values, opts Options) (store.Store, error) {
 			do.MaxRecordBytes, err = strconv.Atoi(v)
 		case "guard_wait":
 			do.GuardWait, err = time.ParseDuration(v)
+		case "max_session_bytes":
+			do.MaxSessionBytes, err = strconv.Atoi(v)
+		case "max_sessions":
+			do.MaxSessions, err = strconv.Atoi(v)
 		default:
-			return nil, fmt.Errorf("store URL parameter %q is unknown for the disk store (--%s, %s, config key %s): it takes max_bytes, max_records, max_record_bytes, guard_wait", name, Flag, EnvVar, ConfigKey)
+			return nil, fmt.Errorf("store URL parameter %q is unknown for the disk store (--%s, %s, config key %s): it takes max_bytes, max_records, max_record_bytes, guard_wait, max_session_bytes, max_sessions", name, Flag, EnvVar, ConfigKey)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("store URL parameter %s=%q (--%s, %s, config key %s): %w", name, v, Flag, EnvVar, ConfigKey, err)

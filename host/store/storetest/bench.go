@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/compact-host/compact-host/host/store"
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,73 @@ func LoopPut(b *testing.B, s store.Store) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchSessions is how many sessions the session benchmarks spread their
+// appends over.
+const BenchSessions = 100
+
+// PreloadSessions creates BenchSessions sessions of an 8 KiB log each.
+func PreloadSessions(b *testing.B, s store.Sessions) {
+	for i := range BenchSessions {
+		sess := &store.Session{ID: fmt.Sprintf("bench-session-%d", i), Messages: bytes.Repeat([]byte("log line\n"), 910),
+			Settings: []byte(`{"options":{}}`)}
+		_, err := s.PutSession(context.Background(), sess, store.AnyRevision)
+		require.NoError(b, err)
+	}
+}
+
+// benchLine is one appended message of a session log, about 256 bytes.
+var benchLine = append([]byte(`{"type":"message","message":{"role":"user","content":[{"type":"text","text":"`), append(bytes.Repeat([]byte("x"), 180), `"}]}}`+"\n"...)...)
+
+// LoopSessionAppend measures AppendSession alone: one message added to
+// one of BenchSessions sessions.
+func LoopSessionAppend(b *testing.B, s store.Sessions) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.AppendSession(ctx, fmt.Sprintf("bench-session-%d", i%BenchSessions), benchLine, store.AnyRevision); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// LoopSessionUpdate measures what the service asks of its store for an
+// append that does not compact: take the session's lock, read it, append
+// at the revision read, release the lock.
+func LoopSessionUpdate(b *testing.B, st store.Store) {
+	s := st.(store.Sessions)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprintf("bench-session-%d", i%BenchSessions)
+		l, err := st.Lock(ctx, "session:"+id, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cur, err := s.GetSession(ctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.AppendSession(ctx, id, benchLine, cur.Revision); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSessionAppend runs LoopSessionAppend on preloaded sessions.
+func BenchmarkSessionAppend(b *testing.B, s store.Sessions) {
+	PreloadSessions(b, s)
+	LoopSessionAppend(b, s)
+}
+
+// BenchmarkSessionUpdate runs LoopSessionUpdate on preloaded sessions.
+func BenchmarkSessionUpdate(b *testing.B, st store.Store) {
+	PreloadSessions(b, st.(store.Sessions))
+	LoopSessionUpdate(b, st)
 }

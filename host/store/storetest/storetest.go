@@ -31,7 +31,8 @@ const Lease = 200 * time.Millisecond
 // does not fail a test that is only slow.
 const waitFor = 30 * time.Second
 
-// Run runs the conformance kit. open returns a new, empty store for each
+// Run runs the conformance kit, with the session tests when the store
+// implements store.Sessions. open returns a new, empty store for each
 // subtest and must arrange its Close (the kit closes it too: Close must
 // tolerate a second call).
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
@@ -57,6 +58,18 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			require.NotNil(t, s, "open returned no store")
 			t.Cleanup(func() { s.Close() })
 			tc.run(t, s)
+		})
+	}
+	for _, tc := range sessionTests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			require.NotNil(t, s, "open returned no store")
+			t.Cleanup(func() { s.Close() })
+			ss, ok := s.(store.Sessions)
+			if !ok {
+				t.Skipf("%T keeps no sessions (store.Sessions)", s)
+			}
+			tc.run(t, ss)
 		})
 	}
 }
