@@ -123,13 +123,35 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 			assert.Contains(t, ops, strings.ToLower(rt.method), "openapi.json lacks %s %s", rt.method, path)
 		}
 	}
+	served := map[string]bool{}
+	for path := range s.routes {
+		served[path] = true
+	}
+	require.NotEmpty(t, s.sessionRoutes)
+	for key := range s.sessionRoutes {
+		method, path, ok := strings.Cut(key, " ")
+		require.True(t, ok, "session route %q is METHOD PATTERN", key)
+		served[path] = true
+		ops, ok := d.Paths[path]
+		if assert.True(t, ok, "openapi.json lacks the path %s", path) {
+			assert.Contains(t, ops, strings.ToLower(method), "openapi.json lacks %s", key)
+		}
+	}
 	for path, ops := range d.Paths {
 		if strings.HasPrefix(path, proxy.AdminPrefix) {
 			assert.Contains(t, ops, "servers", "%s is the proxy's: it names the proxy as its server", path)
 			continue
 		}
-		_, ok := s.routes[path]
-		assert.True(t, ok, "openapi.json documents %s, which the server does not serve", path)
+		assert.True(t, served[path], "openapi.json documents %s, which the server does not serve", path)
+		for op := range ops {
+			if op == "parameters" || op == "servers" || op == "summary" || op == "description" {
+				continue
+			}
+			_, plain := s.routes[path]
+			_, session := s.sessionRoutes[strings.ToUpper(op)+" "+path]
+			assert.True(t, plain && strings.EqualFold(s.routes[path].method, op) || session,
+				"openapi.json documents %s %s, which the server does not serve", strings.ToUpper(op), path)
+		}
 	}
 }
 
@@ -146,6 +168,8 @@ func TestOpenAPISchemasMatchTheWireTypes(t *testing.T) {
 		"CheckResponse": CheckResponse{}, "Budget": Budget{}, "Decision": Decision{},
 		"TruncateRequest": TruncateRequest{}, "TruncateResponse": TruncateResponse{},
 		"CanonicalMessage": abi.Message{}, "Block": abi.Block{}, "Usage": abi.Usage{},
+		"SessionRequest": SessionRequest{}, "AppendRequest": AppendRequest{}, "SessionUpdate": SessionUpdate{},
+		"SessionView": SessionView{}, "SessionDeleted": SessionDeleted{},
 	} {
 		schema, ok := d.Comps.Schemas[name]
 		if !assert.True(t, ok, "no schema %s", name) {
@@ -223,6 +247,18 @@ func TestOpenAPIMatchesRealAnswers(t *testing.T) {
 		{"check applied", ts, "POST", "/v1/check", CheckRequest{Session: openai, Apply: true, Options: EngineOptions{ContextWindow: 12000}}, nil, 200, ""},
 		{"truncate", ts, "POST", "/v1/truncate", TruncateRequest{Tool: "Bash", Content: filler("out", 3000), MaxTokens: 200}, nil, 200, ""},
 
+		{"session created", ts, "PUT", "/v1/sessions/chat-1", SessionRequest{Session: encode(t, "canonical", msgs[:4]), Options: CompactOptions{EngineOptions: EngineOptions{ContextWindow: 14000}}}, nil, 201, ""},
+		{"session replaced", ts, "PUT", "/v1/sessions/chat-1", SessionRequest{Session: encode(t, "canonical", msgs[:4]), Options: CompactOptions{EngineOptions: EngineOptions{ContextWindow: 14000}}}, nil, 200, ""},
+		{"session appended and compacted", ts, "POST", "/v1/sessions/chat-1/messages", AppendRequest{Messages: encode(t, "canonical", msgs[4:])}, nil, 200, ""},
+		{"session read", ts, "GET", "/v1/sessions/chat-1", nil, nil, 200, ""},
+		{"session read as anthropic", ts, "GET", "/v1/sessions/chat-1?output_format=anthropic", nil, nil, 200, ""},
+		{"session read as openai", ts, "GET", "/v1/sessions/chat-1?output_format=openai", nil, nil, 200, ""},
+		{"session at another revision", ts, "PUT", "/v1/sessions/chat-1", map[string]any{"session": canonical, "if_revision": 1}, nil, 409, CodeRevisionConflict},
+		{"session deleted", ts, "DELETE", "/v1/sessions/chat-1", nil, nil, 200, ""},
+		{"session gone", ts, "GET", "/v1/sessions/chat-1", nil, nil, 404, CodeSessionNotFound},
+		{"append to no session", ts, "POST", "/v1/sessions/chat-2/messages", AppendRequest{Messages: encode(t, "canonical", msgs[4:6])}, nil, 404, CodeSessionNotFound},
+		{"session id refused", ts, "PUT", "/v1/sessions/-x", SessionRequest{Session: canonical}, nil, 400, CodeBadRequest},
+
 		{"bad json", ts, "POST", "/v1/compact", `{"session": `, nil, 400, CodeBadJSON},
 		{"unknown field", ts, "POST", "/v1/check", `{"session": [], "sesion": 1}`, nil, 400, CodeUnknownField},
 		{"no session", ts, "POST", "/v1/compact", `{}`, nil, 400, CodeBadRequest},
@@ -239,8 +275,8 @@ func TestOpenAPIMatchesRealAnswers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			req, resp := c.run(t)
-			require.Equal(t, c.status, resp.StatusCode)
-			if c.status == http.StatusOK {
+			require.Equal(t, c.status, resp.StatusCode, "%s", resp.body)
+			if c.status < 300 {
 				// The requests that succeed are ones the document allows.
 				ok, errs := loose.ValidateHttpRequest(req.clone(t))
 				assert.True(t, ok, "the document rejects a request the server takes:%s", describe(errs))
