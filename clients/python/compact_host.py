@@ -48,10 +48,12 @@ DEFAULT_TIMEOUT = 300.0  # the server's own default request timeout
 # its messages, so an answer may be about twice that.
 DEFAULT_MAX_RESPONSE_BYTES = 256 << 20
 
-# Codes of the API that a retry can cure: no worker was free, or the work
-# or the body outlasted its deadline. The client adds its own: "timeout"
-# (its deadline passed) and "unreachable" (no connection).
-RETRYABLE_CODES = frozenset({"busy", "timeout", "unreachable"})
+# Codes of the API that a retry can cure: no worker was free (or a kept
+# session stayed locked), the session store did not answer, or the work or
+# the body outlasted its deadline. The client adds its own: "timeout" (its
+# deadline passed) and "unreachable" (no connection). After
+# "revision_conflict", read the session again before retrying.
+RETRYABLE_CODES = frozenset({"busy", "store_unavailable", "timeout", "unreachable"})
 
 
 class CompactHostError(Exception):
@@ -279,16 +281,39 @@ class TruncateResult(TypedDict, total=False):
     tokens_after: int
 
 
-class SessionState(TypedDict, total=False):
-    """A session kept by the server (the /v1/sessions endpoints)."""
+class SessionUpdate(TypedDict, total=False):
+    """The answer of put_session and append_messages."""
 
     id: str
     revision: int
+    created: bool
+    appended: int
+    action: str
+    tokens: int
+    compactions: int
+    updated_at: str
+    report: CompactReport
+    warnings: List[str]
+
+
+class SessionView(TypedDict, total=False):
+    """A kept session's compacted context: ``messages`` (with ``system``
+    for anthropic) is what to send to the model."""
+
+    id: str
+    revision: int
+    output_format: str
     messages: List[Message]
+    system: Union[str, List[Dict[str, Any]]]
     tokens: int
     compactions: int
     summary: str
     updated_at: str
+
+
+class SessionDeleted(TypedDict, total=False):
+    id: str
+    deleted: bool
 
 
 Session = Union[str, Sequence[Message], Mapping[str, Any]]
@@ -496,38 +521,50 @@ class Client(_HTTP):
         id: str,
         session: Session,
         format: Optional[str] = None,
-        output_format: Optional[str] = None,
         options: Optional[CompactOptions] = None,
+        if_revision: Optional[int] = None,
         timeout: Optional[float] = None,
-    ) -> SessionState:
-        """PUT /v1/sessions/{id}: create or replace a kept session."""
-        return self._json("PUT", _session_path(id), _session_body(session, format, output_format, options), timeout)
+    ) -> SessionUpdate:
+        """PUT /v1/sessions/{id}: create or replace a kept session, with the
+        options every later append is compacted with. ``if_revision``
+        replaces only at that revision (0: only create); otherwise the
+        call fails with ``revision_conflict``."""
+        body = _session_body(session, format, None, options)
+        if if_revision is not None:
+            body["if_revision"] = if_revision
+        return self._json("PUT", _session_path(id), body, timeout)
 
     def append_messages(
         self,
         id: str,
         messages: Sequence[Message],
         format: Optional[str] = None,
+        if_revision: Optional[int] = None,
         timeout: Optional[float] = None,
-    ) -> SessionState:
-        """POST /v1/sessions/{id}/messages: add messages to a kept session;
-        the server compacts it when it is over its threshold."""
+    ) -> SessionUpdate:
+        """POST /v1/sessions/{id}/messages: add the new messages (canonical,
+        or ``format`` anthropic or openai) to a kept session; the server
+        compacts it when it crosses its threshold, and ``report`` says
+        how. An unknown ID is ``session_not_found``."""
         body: Dict[str, Any] = {"messages": list(messages)}
         if format:
             body["format"] = format
+        if if_revision is not None:
+            body["if_revision"] = if_revision
         return self._json("POST", _session_path(id) + "/messages", body, timeout)
 
-    def get_session(self, id: str, output_format: Optional[str] = None, timeout: Optional[float] = None) -> SessionState:
-        """GET /v1/sessions/{id}: the kept session's current context as
-        ``messages`` in output_format, with its revision and counts."""
+    def get_session(self, id: str, output_format: Optional[str] = None, timeout: Optional[float] = None) -> SessionView:
+        """GET /v1/sessions/{id}: the kept session's compacted context as
+        ``messages`` in output_format (canonical by default), with
+        ``system`` for anthropic, ready to send."""
         path = _session_path(id)
         if output_format:
             path += "?" + urllib.parse.urlencode({"output_format": output_format})
         return self._json("GET", path, timeout=timeout)
 
-    def delete_session(self, id: str, timeout: Optional[float] = None) -> None:
+    def delete_session(self, id: str, timeout: Optional[float] = None) -> SessionDeleted:
         """DELETE /v1/sessions/{id}."""
-        self._exchange("DELETE", _session_path(id), timeout=timeout)
+        return self._json("DELETE", _session_path(id), timeout=timeout)
 
 
 class ProxyAdmin(_HTTP):

@@ -285,6 +285,67 @@ class ServiceTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "unknown_format")
 
 
+class SessionTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(SERVE.url, token=TOKEN, timeout=120)
+
+    def test_kept_session_compacts_as_it_grows(self):
+        msgs = coding_session(7)
+        created = self.client.put_session("py-chat-1", msgs[:4], options=CompactOptions(context_window=14000))
+        self.assertTrue(created["created"])
+        self.assertEqual(created["action"], "none")
+        revision = created["revision"]
+        # The agent sends each turn's new messages only.
+        actions = []
+        at = 4
+        while at < len(msgs):
+            end = at + 1
+            while end < len(msgs) and msgs[end]["role"] != "assistant":
+                end += 1
+            up = self.client.append_messages("py-chat-1", msgs[at:end], if_revision=revision)
+            self.assertEqual(up["appended"], end - at)
+            self.assertGreater(up["revision"], revision)
+            revision = up["revision"]
+            actions.append(up["action"])
+            if up["action"] == "compacted":
+                self.assertLess(up["report"]["tokens_after"], up["report"]["tokens_before"])
+            at = end
+        self.assertIn("compacted", actions, "the session crossed its threshold")
+
+        view = self.client.get_session("py-chat-1")
+        self.assertEqual(view["revision"], revision)
+        self.assertEqual(view["output_format"], "canonical")
+        self.assertGreaterEqual(view["compactions"], 1)
+        self.assertTrue(view["summary"])
+        self.assertEqual(view["messages"][0]["role"], "system")
+        self.assertIn("Turn 7 is done", json.dumps(view["messages"]))
+        self.assertLess(len(view["messages"]), len(msgs))
+
+        anthropic = self.client.get_session("py-chat-1", output_format="anthropic")
+        self.assertIn("careful coding agent", json.dumps(anthropic["system"]))
+        self.assertEqual(anthropic["messages"][0]["role"], "user")
+
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.put_session("py-chat-1", msgs[:4], if_revision=revision - 1)
+        self.assertEqual((cm.exception.status, cm.exception.code), (409, "revision_conflict"))
+        self.assertFalse(cm.exception.retryable, "a conflict wants a fresh read, not the same call")
+
+        self.assertEqual(self.client.delete_session("py-chat-1"), {"id": "py-chat-1", "deleted": True})
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.get_session("py-chat-1")
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "session_not_found"))
+
+    def test_append_to_no_session(self):
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.append_messages("py-nobody", coding_session(8, turns=1)[1:2])
+        self.assertEqual(cm.exception.code, "session_not_found")
+
+    def test_bad_session_id(self):
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.get_session("../etc")
+        self.assertEqual(cm.exception.status, 400)
+
+
 class TransportTest(unittest.TestCase):
     def test_deadline_covers_a_server_that_never_answers(self):
         # A listener that accepts and never answers: the edge the test
