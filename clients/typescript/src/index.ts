@@ -20,9 +20,10 @@ export const DEFAULT_TIMEOUT_MS = 300_000;
  * its messages, so an answer may be about twice that. */
 export const DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
 
-/** Codes a retry can cure: the API's busy and timeout, and the client's
- * timeout and unreachable. */
-export const RETRYABLE_CODES: ReadonlySet<string> = new Set(["busy", "timeout", "unreachable"]);
+/** Codes a retry can cure: the API's busy, store_unavailable and timeout,
+ * and the client's timeout and unreachable. After revision_conflict, read
+ * the session again before retrying. */
+export const RETRYABLE_CODES: ReadonlySet<string> = new Set(["busy", "store_unavailable", "timeout", "unreachable"]);
 
 /**
  * An error answer of the API, or a failure to get one. code is the API's
@@ -282,17 +283,53 @@ export interface TruncateResult {
   tokens_after: number;
 }
 
-/** A session the server keeps (the /v1/sessions endpoints). */
-export interface SessionState {
+/** The answer of putSession and appendMessages. */
+export interface SessionUpdate {
   id: string;
   revision: number;
+  created?: boolean;
+  appended?: number;
+  action: "none" | "compacted" | "emergency" | "pruned" | "nothing to fold";
+  tokens: number;
+  compactions: number;
+  updated_at: string;
+  /** The compaction's report, when the gate acted. */
+  report?: CompactReport;
+  warnings?: string[];
+}
+
+/** A kept session's compacted context: messages (with system for
+ * anthropic) is what to send to the model. */
+export interface SessionView {
+  id: string;
+  revision: number;
+  output_format: "canonical" | "anthropic" | "openai";
   messages: Message[];
   system?: System;
   tokens: number;
   compactions: number;
   summary?: string;
   updated_at: string;
-  [field: string]: unknown;
+}
+
+export interface SessionDeleted {
+  id: string;
+  deleted: boolean;
+}
+
+export interface PutSessionArgs extends CallOptions {
+  format?: InputFormat;
+  /** Kept for every later append; dry_run is refused. */
+  options?: CompactOptions;
+  /** Replace only at this revision; 0: only create. */
+  if_revision?: number;
+}
+
+export interface AppendArgs extends CallOptions {
+  /** canonical (the default), anthropic or openai. */
+  format?: "" | "canonical" | "anthropic" | "openai";
+  /** Append only at this revision. */
+  if_revision?: number;
 }
 
 export interface ClientOptions {
@@ -451,31 +488,41 @@ export class Client {
 
   // Sessions the server keeps, so an agent sends only what is new.
 
-  /** PUT /v1/sessions/{id}: create or replace a kept session. */
-  putSession(id: string, session: Session, args: SessionArgs<CompactOptions> = {}): Promise<SessionState> {
-    return this.t.json("PUT", sessionPath(id), sessionBody(session, args), args);
+  /** PUT /v1/sessions/{id}: create or replace a kept session, with the
+   * options every later append is compacted with. With if_revision, a
+   * session at another revision fails with revision_conflict. */
+  putSession(id: string, session: Session, args: PutSessionArgs = {}): Promise<SessionUpdate> {
+    const body = sessionBody(session, { format: args.format, options: args.options });
+    if (args.if_revision !== undefined) {
+      body.if_revision = args.if_revision;
+    }
+    return this.t.json("PUT", sessionPath(id), body, args);
   }
 
-  /** POST /v1/sessions/{id}/messages: add messages to a kept session; the
-   * server compacts it when it is over its threshold. */
-  appendMessages(id: string, messages: readonly (CanonicalMessage | Message)[], args: CallOptions & { format?: InputFormat } = {}): Promise<SessionState> {
+  /** POST /v1/sessions/{id}/messages: add the new messages to a kept
+   * session; the server compacts it when it crosses its threshold, and
+   * report says how. An unknown ID is session_not_found. */
+  appendMessages(id: string, messages: readonly (CanonicalMessage | Message)[], args: AppendArgs = {}): Promise<SessionUpdate> {
     const body: Record<string, unknown> = { messages };
     if (args.format) {
       body.format = args.format;
     }
+    if (args.if_revision !== undefined) {
+      body.if_revision = args.if_revision;
+    }
     return this.t.json("POST", `${sessionPath(id)}/messages`, body, args);
   }
 
-  /** GET /v1/sessions/{id}: the kept session's context as messages in
-   * output_format, with its revision and counts. */
-  getSession(id: string, args: CallOptions & { output_format?: OutputFormat } = {}): Promise<SessionState> {
+  /** GET /v1/sessions/{id}: the kept session's compacted context as
+   * messages in output_format (canonical by default), ready to send. */
+  getSession(id: string, args: CallOptions & { output_format?: OutputFormat } = {}): Promise<SessionView> {
     const q = args.output_format ? `?output_format=${encodeURIComponent(args.output_format)}` : "";
     return this.t.json("GET", sessionPath(id) + q, undefined, args);
   }
 
   /** DELETE /v1/sessions/{id}. */
-  async deleteSession(id: string, call?: CallOptions): Promise<void> {
-    await this.t.exchange("DELETE", sessionPath(id), undefined, call);
+  deleteSession(id: string, call?: CallOptions): Promise<SessionDeleted> {
+    return this.t.json("DELETE", sessionPath(id), undefined, call);
   }
 }
 

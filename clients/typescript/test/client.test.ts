@@ -273,6 +273,66 @@ describe("service", () => {
   });
 });
 
+describe("sessions", () => {
+  const client = () => new Client({ baseUrl: serve.url, token: TOKEN, timeoutMs: 120_000 });
+
+  test("a kept session compacts as it grows", async () => {
+    const msgs = codingSession(7);
+    const created = await client().putSession("ts-chat-1", msgs.slice(0, 4), { options: { context_window: 14000 } });
+    assert.equal(created.created, true);
+    assert.equal(created.action, "none");
+    let revision = created.revision;
+    // The agent sends each turn's new messages only.
+    const actions: string[] = [];
+    for (let at = 4; at < msgs.length; ) {
+      let end = at + 1;
+      while (end < msgs.length && msgs[end].role !== "assistant") {
+        end++;
+      }
+      const up = await client().appendMessages("ts-chat-1", msgs.slice(at, end), { if_revision: revision });
+      assert.equal(up.appended, end - at);
+      assert.ok(up.revision > revision);
+      revision = up.revision;
+      actions.push(up.action);
+      if (up.action === "compacted") {
+        assert.ok(up.report!.tokens_after < up.report!.tokens_before);
+      }
+      at = end;
+    }
+    assert.ok(actions.includes("compacted"), "the session crossed its threshold");
+
+    const view = await client().getSession("ts-chat-1");
+    assert.equal(view.revision, revision);
+    assert.equal(view.output_format, "canonical");
+    assert.ok(view.compactions >= 1);
+    assert.ok(view.summary);
+    assert.equal(view.messages[0].role, "system");
+    assert.match(JSON.stringify(view.messages), /Turn 7 is done/);
+    assert.ok(view.messages.length < msgs.length);
+
+    const anthropic = await client().getSession("ts-chat-1", { output_format: "anthropic" });
+    assert.match(JSON.stringify(anthropic.system), /careful coding agent/);
+    assert.equal(anthropic.messages[0].role, "user");
+
+    const conflict = await rejects(client().putSession("ts-chat-1", msgs.slice(0, 4), { if_revision: revision - 1 }), "revision_conflict");
+    assert.equal(conflict.status, 409);
+    assert.equal(conflict.retryable, false, "a conflict wants a fresh read, not the same call");
+
+    assert.deepEqual(await client().deleteSession("ts-chat-1"), { id: "ts-chat-1", deleted: true });
+    const gone = await rejects(client().getSession("ts-chat-1"), "session_not_found");
+    assert.equal(gone.status, 404);
+  });
+
+  test("append to no session", async () => {
+    await rejects(client().appendMessages("ts-nobody", codingSession(8, 1).slice(1, 2)), "session_not_found");
+  });
+
+  test("a bad session ID", async () => {
+    const e = await rejects(client().getSession("../etc"), "bad_request");
+    assert.equal(e.status, 400);
+  });
+});
+
 describe("transport", () => {
   test("the deadline covers a server that never answers", async () => {
     // A listener that accepts and never answers: the edge the test needs,
