@@ -23,7 +23,7 @@ test: ## run every test of every module and of the clients (the README's test co
 TS_CLIENT := clients/typescript
 
 clients: build $(TS_CLIENT)/node_modules/.package-lock.json ## test the Python and TypeScript clients against a live serve
-	cd clients/python && COMPACT_HOST_BIN=$(CURDIR)/bin/compact-host python3 -m unittest test_compact_host.py
+	cd clients/python && COMPACT_HOST_BIN=$(CURDIR)/bin/compact-host python3 -m unittest test_compact_host_client.py
 	cd $(TS_CLIENT) && COMPACT_HOST_BIN=$(CURDIR)/bin/compact-host npm test --silent
 
 # npm ci rewrites node_modules/.package-lock.json: a stamp of the lock file.

@@ -1,9 +1,9 @@
-"""Tests of compact_host.py against a live `compact-host serve` (and a live
+"""Tests of compact_host_client.py against a live `compact-host serve` (and a live
 `compact-host proxy` for the admin side), started here on free loopback
 ports. The binary is $COMPACT_HOST_BIN, or built with `go build` from the
 repository into a temporary directory.
 
-    python3 -m unittest -v clients/python/test_compact_host.py
+    python3 -m unittest -v clients/python/test_compact_host_client.py
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from compact_host import (  # noqa: E402
+from compact_host_client import (  # noqa: E402
     Client,
     CompactHostError,
     CompactOptions,

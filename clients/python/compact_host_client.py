@@ -1,7 +1,7 @@
 """A client for the HTTP API of ``compact-host serve`` and the admin side of
 ``compact-host proxy``, on the Python standard library alone.
 
-    from compact_host import Client, CompactOptions
+    from compact_host_client import Client, CompactOptions
 
     client = Client("http://127.0.0.1:8377", token=os.environ.get("COMPACT_HOST_TOKEN"))
     answer = client.compact(messages, output_format="anthropic",
