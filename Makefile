@@ -1,7 +1,7 @@
 # compact-host build targets. `make help` lists them.
 GO ?= go
 
-.PHONY: help build test check tidy bench plugins examples
+.PHONY: help build test check tidy bench plugins examples clients
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -13,8 +13,22 @@ build: ## build the compact-host binary into bin/
 # host's dependencies), so every Go command runs once per module.
 MODULES := . abi sdk
 
-test: ## run every test of every module (the README's test command)
+test: ## run every test of every module and of the clients (the README's test command)
 	@for m in $(MODULES); do (cd $$m && $(GO) test ./...) || exit 1; done
+	@$(MAKE) --no-print-directory clients
+
+# The clients of the HTTP API (clients/python: standard library only;
+# clients/typescript: fetch, with typescript from npm to compile it) run
+# their tests against a live `compact-host serve` and `proxy` of bin/.
+TS_CLIENT := clients/typescript
+
+clients: build $(TS_CLIENT)/node_modules/.package-lock.json ## test the Python and TypeScript clients against a live serve
+	cd clients/python && COMPACT_HOST_BIN=$(CURDIR)/bin/compact-host python3 -m unittest test_compact_host_client.py
+	cd $(TS_CLIENT) && COMPACT_HOST_BIN=$(CURDIR)/bin/compact-host npm test --silent
+
+# npm ci rewrites node_modules/.package-lock.json: a stamp of the lock file.
+$(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund
 
 check: plugins tidy ## vet, race tests, tidy modules, and embedded plugins matching their sources
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done

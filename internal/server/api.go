@@ -129,7 +129,21 @@ type CompactResponse struct {
 	// JSON object for anthropic and openai, a string holding the session
 	// log (JSONL) for canonical. Absent on a dry run.
 	Session json.RawMessage `json:"session,omitempty"`
-	Report  CompactReport   `json:"report"`
+	Context
+	Report CompactReport `json:"report"`
+}
+
+// Context is the compacted context as a caller sends it to its model,
+// in the output format: canonical messages, or the "messages" (and for
+// anthropic the "system") of the request that Session holds, so a client
+// need not parse the session log or pick the request apart.
+type Context struct {
+	// Messages is a JSON array of messages in the output format.
+	Messages json.RawMessage `json:"messages,omitempty"`
+	// System is the anthropic request's system prompt (a string or an
+	// array of text blocks); absent for other formats and when there is
+	// none, since those formats keep system messages in Messages.
+	System json.RawMessage `json:"system,omitempty"`
 }
 
 // GateRequest is what the next model call adds to the session.
@@ -197,8 +211,11 @@ type CheckResponse struct {
 	Decision     *Decision       `json:"decision,omitempty"`
 	OutputFormat string          `json:"output_format,omitempty"`
 	Session      json.RawMessage `json:"session,omitempty"`
-	Fallbacks    []string        `json:"fallbacks,omitempty"`
-	Warnings     []string        `json:"warnings,omitempty"`
+	// Context is the session after the gate as messages to send; it is an
+	// object of its own because "messages" here has long been the count.
+	Context   *Context `json:"context,omitempty"`
+	Fallbacks []string `json:"fallbacks,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
 	// With apply, the model calls the gate made.
 	*ModelStats
 }

@@ -27,6 +27,10 @@
 //	  200 {"status":"ok","version":"v1.2.3","abi":"v1.0","plugins":3,"broken":0}
 //	      plugins counts the plugins that loaded, broken those that did not.
 //
+//	GET /openapi.json   (no token needed)
+//	  200 the OpenAPI 3.1 document of this API and of the proxy's admin
+//	      endpoints, for client generators
+//
 //	GET /v1/plugins
 //	  200 {"dir":"...","plugins":[{"name","source","path","loaded","kinds",
 //	      "categories","version","abi","description","overridden","error"}]}
@@ -48,6 +52,10 @@
 //	               "thresholds":         {"prune","compact","overhead_reserve","emergency"}
 //	               "dry_run":            plan only: no session in the answer}}
 //	  200 {"session": the compacted session in output_format (absent on a dry run),
+//	       "messages": the compacted context to send: an array of messages in
+//	                   output_format (absent on a dry run),
+//	       "system":   with output_format anthropic, the system prompt to send
+//	                   with messages, when the session has one,
 //	       "report": {"action","format","output_format","messages","model",
 //	                  "context_window","budget","tokenizer","threshold",
 //	                  "tokens_before","tokens_after","fits","requested_strategy",
@@ -81,6 +89,7 @@
 //	       "decision": with apply: {"action": none, pruned, compacted or emergency,
 //	                   "tokens_before","tokens_after","budget","usage","fits"},
 //	       "output_format","session": with apply, as for compact,
+//	       "context":  with apply: {"messages","system"}, as for compact,
 //	       "fallbacks","model_calls","model_calls_failed","model_usage",
 //	       "cost_usd": with apply, as for compact, "warnings"}
 //

@@ -58,7 +58,7 @@ func TestReferenceDocumentsTheAPI(t *testing.T) {
 	require.GreaterOrEqual(t, codes, 10, "error codes found in errors.go")
 
 	// Every JSON field of the wire types is named in the reference.
-	for _, v := range []any{CompactRequest{}, CompactOptions{}, Thresholds{}, CompactReport{}, CompactResponse{}, Plan{},
+	for _, v := range []any{CompactRequest{}, CompactOptions{}, Thresholds{}, CompactReport{}, CompactResponse{}, Context{}, Plan{},
 		CheckRequest{}, CheckResponse{}, GateRequest{}, Budget{}, Decision{}, TruncateRequest{}, TruncateResponse{},
 		PluginInfo{}, PluginsResponse{}, Health{}, SessionRequest{}, AppendRequest{}, SessionUpdate{}, SessionView{}, SessionDeleted{}} {
 		for _, name := range jsonFields(reflect.TypeOf(v)) {

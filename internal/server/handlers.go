@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/sessionio"
 )
@@ -86,11 +88,11 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, body []byte) *a
 	resp := CompactResponse{}
 	if !o.DryRun {
 		rep.OutputFormat = sessionio.OutputFormat(req.OutputFormat, in.Format)
-		out, kept, aerr := s.output(sess, in, rep.OutputFormat)
+		out, cx, kept, aerr := s.output(sess, in, rep.OutputFormat)
 		if aerr != nil {
 			return aerr
 		}
-		resp.Session, rep.Kept = out, kept
+		resp.Session, resp.Context, rep.Kept = out, cx, kept
 	}
 	rep.Fallbacks, rep.ModelStats = ev.result()
 	rep.DurationMS = float64(time.Since(began).Microseconds()) / 1000
@@ -133,19 +135,51 @@ func (s *Server) requestEngine(ctx context.Context, o EngineOptions) (*host.Engi
 	return e, ev, nil
 }
 
-// output checks the session the engine left and renders it. An invalid
-// result is a bug of the engine: it is reported, never sent.
-func (s *Server) output(sess *host.Session, in *input, format string) ([]byte, int, *apiError) {
+// output checks the session the engine left and renders it, whole and as
+// the context to send. An invalid result is a bug of the engine: it is
+// reported, never sent.
+func (s *Server) output(sess *host.Session, in *input, format string) ([]byte, Context, int, *apiError) {
 	msgs := sess.Context()
 	if err := host.Validate(msgs, in.PendingTail); err != nil {
 		s.log.Error("the engine produced an invalid session", "format", in.Format, "err", err)
-		return nil, 0, errorf(http.StatusInternalServerError, CodeInternal, "the result failed validation, so it was not sent: %v", err)
+		return nil, Context{}, 0, errorf(http.StatusInternalServerError, CodeInternal, "the result failed validation, so it was not sent: %v", err)
 	}
 	out, err := writeSession(sess, format)
-	if err != nil {
-		return nil, 0, errorf(http.StatusInternalServerError, CodeInternal, "write the session as %s: %v", format, err)
+	if err == nil {
+		var cx Context
+		cx, err = sendable(msgs, format, out)
+		if err == nil {
+			return out, cx, len(msgs), nil
+		}
 	}
-	return out, len(msgs), nil
+	return nil, Context{}, 0, errorf(http.StatusInternalServerError, CodeInternal, "write the session as %s: %v", format, err)
+}
+
+// sendable is the context msgs make in format. For anthropic and openai
+// it is taken from the request written (out), so that its messages keep
+// the bytes the request keeps (signatures, cache_control, unknown
+// fields); the session log has no such request, so canonical messages
+// are encoded from msgs.
+func sendable(msgs []abi.Message, format string, out json.RawMessage) (Context, error) {
+	if format == formats.Canonical {
+		b, err := json.Marshal(msgs)
+		return Context{Messages: b}, err
+	}
+	var req struct {
+		Messages json.RawMessage `json:"messages"`
+		System   json.RawMessage `json:"system"`
+	}
+	if err := json.Unmarshal(out, &req); err != nil {
+		return Context{}, err
+	}
+	if len(req.Messages) == 0 || req.Messages[0] != '[' {
+		return Context{}, fmt.Errorf("the %s request has no messages array", format)
+	}
+	cx := Context{Messages: req.Messages}
+	if format == formats.Anthropic && len(req.System) > 0 && string(req.System) != "null" {
+		cx.System = req.System
+	}
+	return cx, nil
 }
 
 // model is the model a request's budget was sized for.
@@ -195,11 +229,11 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body []byte) *api
 			Budget: d.Budget, Usage: d.Usage(), Fits: d.Fits}
 		resp.Fits = d.Fits
 		resp.OutputFormat = sessionio.OutputFormat(req.OutputFormat, in.Format)
-		out, _, aerr := s.output(sess, in, resp.OutputFormat)
+		out, cx, _, aerr := s.output(sess, in, resp.OutputFormat)
 		if aerr != nil {
 			return aerr
 		}
-		resp.Session = out
+		resp.Session, resp.Context = out, &cx
 		var stats ModelStats
 		resp.Fallbacks, stats = ev.result()
 		resp.ModelStats = &stats

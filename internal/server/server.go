@@ -152,11 +152,12 @@ func New(opts Options) (*Server, error) {
 		s.tokenID = sha256.Sum256([]byte(opts.Token))
 	}
 	s.routes = map[string]route{
-		"/healthz":     {method: http.MethodGet, open: true, handle: s.health},
-		"/v1/plugins":  {method: http.MethodGet, handle: s.plugins},
-		"/v1/compact":  {method: http.MethodPost, work: true, handle: s.compact},
-		"/v1/check":    {method: http.MethodPost, work: true, handle: s.check},
-		"/v1/truncate": {method: http.MethodPost, work: true, handle: s.truncate},
+		"/healthz":      {method: http.MethodGet, open: true, handle: s.health},
+		"/openapi.json": {method: http.MethodGet, open: true, handle: s.openapi},
+		"/v1/plugins":   {method: http.MethodGet, handle: s.plugins},
+		"/v1/compact":   {method: http.MethodPost, work: true, handle: s.compact},
+		"/v1/check":     {method: http.MethodPost, work: true, handle: s.check},
+		"/v1/truncate":  {method: http.MethodPost, work: true, handle: s.truncate},
 	}
 	s.sessionRoutes = map[string]route{
 		"PUT " + sessionPattern:    {method: http.MethodPut, work: true, handle: s.putSession},
@@ -227,7 +228,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		rt, allow, ok = s.sessionRoute(r)
 	}
 	if !ok {
-		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s; the API has GET /healthz, GET /v1/plugins, POST /v1/compact, POST /v1/check, POST /v1/truncate and /v1/sessions/{id}", r.URL.Path)
+		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s; the API has GET /healthz, GET /openapi.json, GET /v1/plugins, POST /v1/compact, POST /v1/check, POST /v1/truncate and /v1/sessions/{id}", r.URL.Path)
 	}
 	if rt.handle == nil || r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", allow)

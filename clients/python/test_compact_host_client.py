@@ -1,0 +1,409 @@
+"""Tests of compact_host_client.py against a live `compact-host serve` (and a live
+`compact-host proxy` for the admin side), started here on free loopback
+ports. The binary is $COMPACT_HOST_BIN, or built with `go build` from the
+repository into a temporary directory.
+
+    python3 -m unittest -v clients/python/test_compact_host_client.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from compact_host_client import (  # noqa: E402
+    Client,
+    CompactHostError,
+    CompactOptions,
+    EngineOptions,
+    ProxyAdmin,
+    parse_metrics,
+)
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOKEN = "t0ken-for-the-tests"
+# Hang guards, not speed requirements: a cold start compiles the built-in
+# plugins, and CI machines are shared.
+BUILD_TIMEOUT = 900
+START_TIMEOUT = 180
+STOP_TIMEOUT = 30
+
+
+class Daemon:
+    """A compact-host process that prints its address on stderr."""
+
+    def __init__(self, args, env, pattern):
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines: "queue.Queue[str]" = queue.Queue()
+        self.log: list = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop()
+                raise RuntimeError(f"{args[1]} did not start within {START_TIMEOUT}s:\n" + "".join(self.log))
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise RuntimeError(f"{args[1]} exited with {self.proc.wait()}:\n" + "".join(self.log))
+            m = re.search(pattern, line)
+            if m:
+                self.url = "http://" + m.group(1)
+                return
+
+    def _pump(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT)
+
+
+def setUpModule():
+    global WORK, SERVE, PROXY
+    WORK = tempfile.mkdtemp(prefix="compact-host-python-")
+    binary = os.environ.get("COMPACT_HOST_BIN")
+    if not binary:
+        binary = os.path.join(WORK, "compact-host")
+        subprocess.run(
+            ["go", "build", "-o", binary, "./cmd/compact-host"], cwd=REPO, check=True, timeout=BUILD_TIMEOUT
+        )
+    # A home of its own: no user config, no API key (so summaries are
+    # written offline), a compilation cache that starts empty.
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": WORK,
+        "XDG_CONFIG_HOME": os.path.join(WORK, "config"),
+        "XDG_CACHE_HOME": os.path.join(WORK, "cache"),
+        "COMPACT_HOST_TEST_TOKEN": TOKEN,
+    }
+    SERVE = Daemon(
+        [binary, "serve", "--addr", "127.0.0.1:0", "--token-env", "COMPACT_HOST_TEST_TOKEN"],
+        env,
+        r"serving on http://(\S+)",
+    )
+    try:
+        PROXY = Daemon(
+            [binary, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9", "--offline",
+             "--store", "memory"],
+            env,
+            r"proxying http://(\S+) to",
+        )
+    except Exception:
+        SERVE.stop()
+        raise
+
+
+def tearDownModule():
+    for d in ("PROXY", "SERVE"):
+        if d in globals():
+            globals()[d].stop()
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+def filler(tag: str, tokens: int) -> str:
+    out = []
+    n = 0
+    while n < tokens * 4:
+        line = f"{tag} line {n} of output\n"
+        out.append(line)
+        n += len(line)
+    return "".join(out)
+
+
+def coding_session(seed: int, turns: int = 8, result_tokens: int = 600) -> list:
+    """A coding agent's session in canonical form: a pinned system prompt,
+    then turns of a request, tool calls and their results."""
+    msgs = [{"role": "system", "pinned": True,
+             "content": [{"type": "text", "text": "You are a careful coding agent. Run the tests before you say you are done."}]}]
+    for turn in range(turns):
+        msgs.append({"role": "user", "content": [
+            {"type": "text", "text": f"session {seed} turn {turn}: fix the failing test in pkg{turn}/handler_test.go"}]})
+        for step in range(2):
+            a, b = f"s{seed}_t{turn}_{step}_read", f"s{seed}_t{turn}_{step}_edit"
+            msgs.append({"role": "assistant", "content": [
+                {"type": "text", "text": "Let me look at the code first."},
+                {"type": "tool_use", "id": a, "name": "Read", "input": {"file_path": f"pkg{turn}/file{step}.go"}},
+                {"type": "tool_use", "id": b, "name": "Edit",
+                 "input": {"file_path": f"pkg{turn}/edit{step}.go", "old_string": "x", "new_string": "y"}},
+            ]})
+            msgs.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": a, "text": filler(f"s{seed}-read-{turn}-{step}", result_tokens)},
+                {"type": "tool_result", "tool_use_id": b, "text": "The file was edited."},
+            ]})
+        msgs.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"Turn {turn} is done: the test passes now because the handler checks the nil case."}]})
+    return msgs
+
+
+# The window the sessions above overflow: about 11,000 tokens of results.
+SMALL = CompactOptions(context_window=14000, keep_recent_tokens=2000)
+
+
+class ServiceTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(SERVE.url, token=TOKEN, timeout=120)
+
+    def test_health_needs_no_token(self):
+        h = Client(SERVE.url).health()
+        self.assertEqual(h["status"], "ok")
+        self.assertRegex(h["abi"], r"^v\d+\.\d+$")
+        self.assertGreater(h["plugins"], 0)
+
+    def test_wrong_token_is_unauthorized(self):
+        for token in (None, "wrong"):
+            with self.assertRaises(CompactHostError) as cm:
+                Client(SERVE.url, token=token).plugins()
+            self.assertEqual(cm.exception.code, "unauthorized")
+            self.assertEqual(cm.exception.status, 401)
+            self.assertFalse(cm.exception.retryable)
+
+    def test_plugins(self):
+        p = self.client.plugins()
+        names = {x["name"]: x for x in p["plugins"]}
+        self.assertIn("structured", names)
+        self.assertTrue(names["structured"]["loaded"])
+        self.assertIn("strategy", names["structured"]["kinds"])
+
+    def test_openapi_documents_what_the_client_calls(self):
+        doc = self.client.openapi()
+        self.assertTrue(doc["openapi"].startswith("3.1."))
+        for path, method in [("/healthz", "get"), ("/openapi.json", "get"), ("/v1/plugins", "get"),
+                             ("/v1/compact", "post"), ("/v1/check", "post"), ("/v1/truncate", "post"),
+                             ("/_compact-host/metrics", "get"), ("/_compact-host/healthz", "get")]:
+            self.assertIn(method, doc["paths"].get(path, {}), f"{method.upper()} {path}")
+        codes = set(doc["components"]["schemas"]["ErrorCode"]["enum"])
+        self.assertTrue({"busy", "timeout"} <= codes, "the retryable codes are the API's")
+
+    def test_compact_returns_canonical_messages_to_send(self):
+        session = coding_session(1)
+        got = self.client.compact(session, options=SMALL)
+        rep = got["report"]
+        self.assertEqual(rep["action"], "compacted")
+        self.assertEqual(rep["output_format"], "canonical")
+        self.assertLess(rep["tokens_after"], rep["tokens_before"])
+        self.assertTrue(rep["offline"], "no model configured")
+        msgs = got["messages"]
+        self.assertIsInstance(msgs, list)
+        self.assertEqual(len(msgs), rep["messages_kept"])
+        self.assertLess(len(msgs), len(session))
+        self.assertEqual(msgs[0]["role"], "system", "the pinned system prompt is kept")
+        self.assertTrue(any(m.get("summary") for m in msgs), "a summary stands for the folded history")
+        self.assertIn("Turn 7 is done", json.dumps(msgs), "the newest reply is kept verbatim")
+        self.assertIsInstance(got["session"], str, "the session log is still returned")
+        self.assertNotIn("system", got)
+
+        # The messages are a session the server takes back as they are.
+        again = self.client.check(msgs, options=EngineOptions(context_window=14000))
+        self.assertEqual(again["messages"], len(msgs))
+        self.assertTrue(again["fits"])
+        plan = self.client.compact(session, options=CompactOptions(context_window=14000, dry_run=True))
+        self.assertEqual(plan["report"]["action"], "plan")
+        self.assertNotIn("messages", plan, "a dry run returns no messages")
+
+    def test_compact_to_anthropic_splits_the_system_prompt(self):
+        got = self.client.compact(coding_session(2), output_format="anthropic", options=SMALL)
+        self.assertEqual(got["report"]["output_format"], "anthropic")
+        self.assertIn("careful coding agent", json.dumps(got["system"]))
+        self.assertEqual(got["messages"], got["session"]["messages"])
+        self.assertEqual({m["role"] for m in got["messages"]}, {"user", "assistant"})
+        self.assertEqual(got["messages"][0]["role"], "user")
+
+    def test_compact_to_openai(self):
+        got = self.client.compact(coding_session(3), output_format="openai", options=SMALL)
+        msgs = got["messages"]
+        self.assertEqual(msgs[0]["role"], "system")
+        self.assertIn("tool", {m["role"] for m in msgs}, "tool results are messages of role tool")
+        self.assertNotIn("system", got)
+
+    def test_compact_under_the_threshold_does_nothing(self):
+        session = coding_session(4, turns=2, result_tokens=50)
+        got = self.client.compact(session, options=CompactOptions(context_window=14000, threshold=0.9))
+        self.assertEqual(got["report"]["action"], "none")
+        self.assertEqual(len(got["messages"]), len(session))
+
+    def test_check_measures_then_applies(self):
+        session = coding_session(5)
+        measured = self.client.check(session, options=EngineOptions(context_window=14000), tool_schema_tokens=300)
+        self.assertEqual(measured["overhead"], 300)
+        self.assertEqual(measured["total"], measured["tokens"] + 300)
+        self.assertIn(measured["action"], ("prune", "compact", "emergency"))
+        self.assertNotIn("context", measured)
+
+        applied = self.client.check(session, output_format="openai", options=EngineOptions(context_window=14000),
+                                    tool_schema_tokens=300, apply=True)
+        self.assertIn(applied["decision"]["action"], ("pruned", "compacted", "emergency"))
+        self.assertTrue(applied["fits"])
+        self.assertEqual(applied["context"]["messages"], applied["session"]["messages"])
+
+    def test_truncate(self):
+        content = filler("build", 4000)
+        got = self.client.truncate(content, tool="Bash", max_tokens=300)
+        self.assertTrue(got["truncated"])
+        self.assertLessEqual(got["tokens_after"], 300)
+        self.assertEqual(got["bytes_before"], len(content.encode()))
+        self.assertLess(len(got["content"]), len(content))
+
+    def test_api_errors_carry_code_and_line(self):
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.compact('{"role":"user","content":[]}\nnot json\n', format="canonical")
+        e = cm.exception
+        self.assertEqual((e.status, e.code), (400, "bad_session"))
+        self.assertEqual(e.line, 2)
+        self.assertFalse(e.retryable)
+
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.compact(coding_session(6), options=CompactOptions(strategy="no-such-strategy"))
+        self.assertEqual(cm.exception.code, "unknown_strategy")
+        self.assertIn("no-such-strategy", cm.exception.message)
+
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.check(coding_session(6), format="word")
+        self.assertEqual(cm.exception.code, "unknown_format")
+
+
+class SessionTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(SERVE.url, token=TOKEN, timeout=120)
+
+    def test_kept_session_compacts_as_it_grows(self):
+        msgs = coding_session(7)
+        created = self.client.put_session("py-chat-1", msgs[:4], options=CompactOptions(context_window=14000))
+        self.assertTrue(created["created"])
+        self.assertEqual(created["action"], "none")
+        revision = created["revision"]
+        # The agent sends each turn's new messages only.
+        actions = []
+        at = 4
+        while at < len(msgs):
+            end = at + 1
+            while end < len(msgs) and msgs[end]["role"] != "assistant":
+                end += 1
+            up = self.client.append_messages("py-chat-1", msgs[at:end], if_revision=revision)
+            self.assertEqual(up["appended"], end - at)
+            self.assertGreater(up["revision"], revision)
+            revision = up["revision"]
+            actions.append(up["action"])
+            if up["action"] == "compacted":
+                self.assertLess(up["report"]["tokens_after"], up["report"]["tokens_before"])
+            at = end
+        self.assertIn("compacted", actions, "the session crossed its threshold")
+
+        view = self.client.get_session("py-chat-1")
+        self.assertEqual(view["revision"], revision)
+        self.assertEqual(view["output_format"], "canonical")
+        self.assertGreaterEqual(view["compactions"], 1)
+        self.assertTrue(view["summary"])
+        self.assertEqual(view["messages"][0]["role"], "system")
+        self.assertIn("Turn 7 is done", json.dumps(view["messages"]))
+        self.assertLess(len(view["messages"]), len(msgs))
+
+        anthropic = self.client.get_session("py-chat-1", output_format="anthropic")
+        self.assertIn("careful coding agent", json.dumps(anthropic["system"]))
+        self.assertEqual(anthropic["messages"][0]["role"], "user")
+
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.put_session("py-chat-1", msgs[:4], if_revision=revision - 1)
+        self.assertEqual((cm.exception.status, cm.exception.code), (409, "revision_conflict"))
+        self.assertFalse(cm.exception.retryable, "a conflict wants a fresh read, not the same call")
+
+        self.assertEqual(self.client.delete_session("py-chat-1"), {"id": "py-chat-1", "deleted": True})
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.get_session("py-chat-1")
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "session_not_found"))
+
+    def test_append_to_no_session(self):
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.append_messages("py-nobody", coding_session(8, turns=1)[1:2])
+        self.assertEqual(cm.exception.code, "session_not_found")
+
+    def test_bad_session_id(self):
+        with self.assertRaises(CompactHostError) as cm:
+            self.client.get_session("../etc")
+        self.assertEqual(cm.exception.status, 400)
+
+
+class TransportTest(unittest.TestCase):
+    def test_deadline_covers_a_server_that_never_answers(self):
+        # A listener that accepts and never answers: the edge the test
+        # needs, since a real server answers.
+        ln = socket.socket()
+        ln.bind(("127.0.0.1", 0))
+        ln.listen(4)
+        self.addCleanup(ln.close)
+        url = "http://127.0.0.1:%d" % ln.getsockname()[1]
+        began = time.monotonic()
+        with self.assertRaises(CompactHostError) as cm:
+            Client(url, timeout=0.3).health()
+        self.assertEqual(cm.exception.code, "timeout")
+        self.assertTrue(cm.exception.retryable)
+        self.assertLess(time.monotonic() - began, 30, "the deadline held")
+
+    def test_unreachable(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        with self.assertRaises(CompactHostError) as cm:
+            Client("http://127.0.0.1:%d" % port, timeout=10).health()
+        self.assertEqual(cm.exception.code, "unreachable")
+        self.assertTrue(cm.exception.retryable)
+
+    def test_answer_over_the_size_limit(self):
+        with self.assertRaises(CompactHostError) as cm:
+            Client(SERVE.url, token=TOKEN, max_response_bytes=64).plugins()
+        self.assertEqual(cm.exception.code, "bad_response")
+        self.assertIn("max_response_bytes", cm.exception.message)
+
+    def test_bad_arguments(self):
+        for kwargs in ({"base_url": "127.0.0.1:8377"}, {"timeout": 0}, {"max_response_bytes": 0}):
+            with self.assertRaises(ValueError):
+                Client(**kwargs)
+        with self.assertRaises(ValueError):
+            Client(SERVE.url).get_session("")
+
+
+class ProxyAdminTest(unittest.TestCase):
+    def test_health_and_metrics(self):
+        admin = ProxyAdmin(PROXY.url)
+        self.assertTrue(admin.health())
+        text = admin.metrics_text()
+        self.assertIn("# TYPE compact_host_proxy_store_errors_total counter", text)
+        m = admin.metrics()
+        self.assertEqual(m["compact_host_proxy_store_errors_total"], 0)
+        self.assertTrue(all(k.startswith("compact_host_proxy_") for k in m))
+
+    def test_parse_metrics_labels(self):
+        text = ('# HELP x y\ncompact_host_proxy_requests_total{action="spliced",kind="a b"} 3\n'
+                "go_goroutines 7\ncompact_host_proxy_store_errors_total 0\n")
+        self.assertEqual(parse_metrics(text, "compact_host_proxy_"), {
+            'compact_host_proxy_requests_total{action="spliced",kind="a b"}': 3.0,
+            "compact_host_proxy_store_errors_total": 0.0,
+        })
+
+
+if __name__ == "__main__":
+    unittest.main()
