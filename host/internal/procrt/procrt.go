@@ -144,6 +144,11 @@ func (p *Plugin) conn() (*process, error) {
 
 var pluginVersionRE = regexp.MustCompile(`Plugin version: (\d+)`)
 
+// goPluginStartTimeout is the text of go-plugin's error when a plugin does
+// not print its handshake line within StartTimeout; go-plugin has no
+// typed error for it.
+const goPluginStartTimeout = "timeout while waiting for plugin to start"
+
 func (p *Plugin) start() (*process, error) {
 	protectHost(p.cfg.Logger)
 	cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
@@ -192,6 +197,11 @@ func (p *Plugin) start() (*process, error) {
 		if sub := pluginVersionRE.FindStringSubmatch(err.Error()); sub != nil {
 			want, _ := strconv.Atoi(sub[1])
 			return nil, p.errorf(pluginapi.ErrVersionMismatch, "start", "%w", &pluginapi.VersionError{Want: want, Have: abi.Major})
+		}
+		if err.Error() == goPluginStartTimeout {
+			// The handshake ran out of time: a deadline, whatever the
+			// plugin's fault, so errors.Is finds both kinds.
+			return nil, p.errorf(pluginapi.ErrHandshake, "start", "%w: no handshake within %v: %w", pluginapi.ErrDeadlineExceeded, p.cfg.HandshakeTimeout, err)
 		}
 		return nil, p.errorf(pluginapi.ErrHandshake, "start", "%w", err)
 	}

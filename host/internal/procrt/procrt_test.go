@@ -292,6 +292,7 @@ func TestHandshakeNeverCompletes(t *testing.T) {
 		Logger:           logs.logger(),
 	})
 	assert.ErrorIs(t, err, pluginapi.ErrHandshake)
+	assert.ErrorIs(t, err, pluginapi.ErrDeadlineExceeded, "a handshake out of time is a deadline")
 	assert.Contains(t, logs.String(), "will never complete the handshake", "the plugin's stderr is in the host log")
 }
 
