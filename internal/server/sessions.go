@@ -742,7 +742,7 @@ func openCallsMessage(format string, calls []abi.Block) json.RawMessage {
 // the agent is running them, not be closed as interrupted.
 func withoutMadeUpTail(msgs []abi.Message, repaired map[string]int) []abi.Message {
 	n := len(msgs)
-	if n < 2 || repaired[formats.RepairMissingResult] == 0 || msgs[n-2].Role != abi.RoleAssistant || !madeUpResults(msgs[n-1]) {
+	if n == 0 || repaired[formats.RepairMissingResult] == 0 || !madeUpResults(msgs[n-1]) {
 		return msgs
 	}
 	return msgs[:n-1]
