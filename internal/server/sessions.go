@@ -261,7 +261,10 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 	if aerr != nil {
 		return aerr
 	}
-	sess := in.Session
+	sess, err := withPendingCalls(e, in)
+	if err != nil {
+		return errorf(http.StatusBadRequest, CodeBadSession, "session: %v", err)
+	}
 	defer sess.Close()
 	settings, err := json.Marshal(sessionSettings{Options: req.Options})
 	if err != nil {
@@ -682,9 +685,7 @@ func parseMessages(raw json.RawMessage, format string, context []abi.Message) ([
 		}
 		msgs = msgs[1:]
 	}
-	if n := len(msgs); n > 0 && read.Repaired[formats.RepairMissingResult] > 0 && madeUpResults(msgs[n-1]) {
-		msgs = msgs[:n-1]
-	}
+	msgs = withoutMadeUpTail(msgs, read.Repaired)
 	var warnings []string
 	for kind, n := range read.Repaired {
 		if kind != formats.RepairMissingResult && kind != formats.RepairDuplicateMessageID && n > 0 {
@@ -733,6 +734,42 @@ func openCallsMessage(format string, calls []abi.Block) json.RawMessage {
 	}
 	_ = json.Unmarshal(b.Bytes(), &doc)
 	return doc.Messages[len(doc.Messages)-1]
+}
+
+// withoutMadeUpTail is msgs without the results the reader made up for
+// the calls the last assistant message leaves open. The reference lets
+// those results come in a later append: the calls must wait for them, as
+// the agent is running them, not be closed as interrupted.
+func withoutMadeUpTail(msgs []abi.Message, repaired map[string]int) []abi.Message {
+	n := len(msgs)
+	if n == 0 || repaired[formats.RepairMissingResult] == 0 || !madeUpResults(msgs[n-1]) {
+		return msgs
+	}
+	return msgs[:n-1]
+}
+
+// withPendingCalls is the session a PUT stores: in's session, with the
+// calls it ends on left waiting for their results (withoutMadeUpTail),
+// so that a PUT stores open calls as an append does. in's session is
+// closed when another is returned.
+func withPendingCalls(e *host.Engine, in *input) (*host.Session, error) {
+	if in.Log {
+		// A session log is stored as the client wrote it: its reader
+		// makes nothing up.
+		return in.Session, nil
+	}
+	msgs := in.Session.Context()
+	kept := withoutMadeUpTail(msgs, in.Repaired)
+	if len(kept) == len(msgs) {
+		return in.Session, nil
+	}
+	sess := e.NewSession()
+	if err := sess.Append(kept...); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	in.Session.Close()
+	return sess, nil
 }
 
 // madeUpResults reports whether m holds only results the reader made up

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/compact-host/compact-host/abi"
@@ -196,4 +197,64 @@ func TestTrimmedLogReplaysToTheSameContext(t *testing.T) {
 		// The next append's IDs must not clash with the kept ones.
 		require.NoError(t, sess.Append(codingSession(20+round, 1, 100)[1:]...))
 	}
+}
+
+// TestSessionResultsAfterPutOpenCalls puts a session that ends on open
+// tool calls, then appends their results, as the reference allows: the
+// stored calls must wait for their results as appended ones do, and no
+// appended message may take the ID of a stored one.
+func TestSessionResultsAfterPutOpenCalls(t *testing.T) {
+	for _, putFormat := range []string{formats.Canonical, "log", formats.Anthropic, formats.OpenAI} {
+		for _, format := range []string{formats.Canonical, formats.Anthropic, formats.OpenAI} {
+			t.Run(putFormat+"/"+format, func(t *testing.T) {
+				ts := startWithStore(t, store.NewMemory())
+				conv := codingSession(9, 8, 600)
+				require.Equal(t, abi.RoleAssistant, conv[2].Role)
+				require.Equal(t, 2, countBlocks(conv[2:3], abi.BlockToolUse), "the put ends on open calls")
+				r := call(t, ts, http.MethodPut, "/v1/sessions/open-calls", map[string]any{
+					"session": encode(t, putFormat, conv[:3]), "format": strings.Replace(putFormat, "log", "canonical", 1), "options": sessionOptions})
+				require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+				var up SessionUpdate
+				require.NoError(t, json.Unmarshal(r.Body, &up))
+				assert.Empty(t, up.Warnings, "open calls at the end need no repair")
+				stored := canonicalContext(t, getSession(t, ts, "open-calls", formats.Canonical))
+				assert.Len(t, stored, 3)
+				assert.Zero(t, countBlocks(stored, abi.BlockToolResult), "no result was made up for the open calls")
+
+				up = appendTo(t, ts, "open-calls", format, conv[3:4])
+				assert.Equal(t, 1, up.Appended)
+				assert.Empty(t, up.Warnings, "the results matched their calls")
+				msgs := canonicalContext(t, getSession(t, ts, "open-calls", formats.Canonical))
+				require.Len(t, msgs, 4)
+				assert.Equal(t, conv[3].Content, msgs[3].Content, "the appended results are the client's")
+				assert.Equal(t, stored, msgs[:3], "the stored messages are unchanged")
+
+				compactions := 0
+				for _, c := range chunks(conv[4:]) {
+					up := appendTo(t, ts, "open-calls", format, c)
+					assert.Equal(t, len(c), up.Appended)
+					compactions = up.Compactions
+					msgs := canonicalContext(t, getSession(t, ts, "open-calls", formats.Canonical))
+					require.NoError(t, host.Validate(msgs, true), "the context is sendable")
+					ids := map[string]bool{}
+					for _, m := range msgs {
+						assert.NotEmpty(t, m.ID)
+						assert.False(t, ids[m.ID], "message ID %s is used twice", m.ID)
+						ids[m.ID] = true
+					}
+				}
+				assert.Positive(t, compactions, "the appends crossed the threshold")
+				msgs = canonicalContext(t, getSession(t, ts, "open-calls", formats.Canonical))
+				assert.Equal(t, countBlocks(msgs, abi.BlockToolUse), countBlocks(msgs, abi.BlockToolResult), "calls and results matched")
+				assert.NotContains(t, string(mustJSON(t, msgs)), formats.MissingResultText, "no result was made up")
+			})
+		}
+	}
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }
