@@ -18,10 +18,7 @@
 //
 // # API
 //
-//	compact-host serve --help`.
-//	// The package documentation holds the same text; a test keeps the two,
-//	// the routes and the error codes in step.
-//	const Reference = `API (JSON in, JSON out; every body field below, unknown fields are a 400):
+//	API (JSON in, JSON out; every body field below, unknown fields are a 400):
 //
 //	GET /healthz   (no token needed)
 //	  200 {"status":"ok","version":"v1.2.3","abi":"v1.0","plugins":3,"broken":0}
