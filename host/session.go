@@ -16,6 +16,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/jsonl"
+	"github.com/compact-host/compact-host/host/internal/jsonscan"
 	"github.com/compact-host/compact-host/host/internal/tokens"
 )
 
@@ -449,11 +450,11 @@ func invalidUTF8(line []byte) int {
 			i++ // an escaped character; skip it
 			continue
 		}
-		r := hex4(line[i+2:])
+		r := jsonscan.Hex4(line[i+2:])
 		switch {
 		case r >= 0xD800 && r < 0xDC00:
 			if i+12 <= len(line) && line[i+6] == '\\' && line[i+7] == 'u' {
-				if r2 := hex4(line[i+8:]); r2 >= 0xDC00 && r2 < 0xE000 {
+				if r2 := jsonscan.Hex4(line[i+8:]); r2 >= 0xDC00 && r2 < 0xE000 {
 					i += 11
 					continue
 				}
@@ -465,27 +466,6 @@ func invalidUTF8(line []byte) int {
 		i += 5
 	}
 	return -1
-}
-
-// hex4 is the value of the four hex digits b starts with, or -1.
-func hex4(b []byte) int {
-	if len(b) < 4 {
-		return -1
-	}
-	v := 0
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			v = v<<4 | int(c-'0')
-		case 'a' <= c && c <= 'f':
-			v = v<<4 | int(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			v = v<<4 | int(c-'A'+10)
-		default:
-			return -1
-		}
-	}
-	return v
 }
 
 // encodedReplacement reports whether encoding/json wrote a \ufffd escape

@@ -98,7 +98,7 @@ func String(b []byte, i int) (end, flags int) {
 			switch b[j] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
-				if j+4 >= len(b) || hex4(b[j+1:]) < 0 {
+				if j+4 >= len(b) || Hex4(b[j+1:]) < 0 {
 					return 0, -1
 				}
 				j += 4
@@ -164,12 +164,12 @@ func unquote(s []byte, ascii bool) string {
 			case 't':
 				out = append(out, '\t')
 			case 'u':
-				r := rune(hex4(s[i+2:]))
+				r := rune(Hex4(s[i+2:]))
 				i += 6
 				if utf16.IsSurrogate(r) {
 					r2 := rune(-1)
 					if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-						r2 = rune(hex4(s[i+2:]))
+						r2 = rune(Hex4(s[i+2:]))
 					}
 					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
 						r = d
@@ -196,8 +196,8 @@ func unquote(s []byte, ascii bool) string {
 	return string(out)
 }
 
-// hex4 is the value of the four hex digits b starts with, or -1.
-func hex4(b []byte) int {
+// Hex4 is the value of the four hex digits b starts with, or -1.
+func Hex4(b []byte) int {
 	if len(b) < 4 {
 		return -1
 	}
