@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/examples/internal/pygrpc"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/plugintest"
 )
@@ -51,7 +52,7 @@ var examples = []example{
 func open(tb testing.TB, path string) *plugin.Plugin {
 	tb.Helper()
 	if strings.HasPrefix(path, "python/") {
-		needGRPC(tb)
+		pygrpc.Require(tb)
 	}
 	p, err := plugin.Open(context.Background(), path, plugin.Options{NoDiskCache: true})
 	require.NoError(tb, err, "open %s (make examples builds the example plugins)", path)
@@ -274,20 +275,4 @@ type countingServices struct {
 func (c *countingServices) CountTokens(ctx context.Context, text string) (int, error) {
 	c.calls.Add(1)
 	return c.OfflineServices.CountTokens(ctx, text)
-}
-
-// needGRPC skips a Python example, saying why, when Debian's grpcio is
-// missing (apt-get install -y python3-grpcio); under CI (CI=true), which
-// installs it, its absence is a failure.
-func needGRPC(tb testing.TB) {
-	tb.Helper()
-	out, err := exec.Command("/usr/bin/python3", "-c", "import grpc").CombinedOutput()
-	if err == nil {
-		return
-	}
-	missing := tb.Skipf
-	if os.Getenv("CI") == "true" {
-		missing = tb.Fatalf
-	}
-	missing("/usr/bin/python3 cannot import grpc (apt-get install -y python3-grpcio): %v\n%s", err, out)
 }

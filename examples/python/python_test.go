@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -16,21 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/examples/internal/pygrpc"
 	"github.com/compact-host/compact-host/host/plugin"
 )
 
-// The scripts run with Debian's Python and its grpcio (python3-grpcio,
-// which .ci/run installs). Without it the tests say why they skip, as the
-// Redis tests do; under CI (CI=true) its absence is a failure.
 func open(t *testing.T, manifest string) *plugin.Plugin {
 	t.Helper()
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import grpc").CombinedOutput(); err != nil {
-		missing := t.Skipf
-		if os.Getenv("CI") == "true" {
-			missing = t.Fatalf
-		}
-		missing("/usr/bin/python3 cannot import grpc (apt-get install -y python3-grpcio): %v\n%s", err, out)
-	}
+	pygrpc.Require(t)
 	p, err := plugin.Open(context.Background(), manifest, plugin.Options{NoDiskCache: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
