@@ -135,19 +135,87 @@ func (s *Session) pinnedIn(from, to int) int {
 	return sort.SearchInts(s.pinned, to) - sort.SearchInts(s.pinned, from)
 }
 
-func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (Compaction, error) {
-	began := time.Now()
+// keepFor is how much of the newest history a compaction keeps verbatim:
+// the override when set, else KeepRecentTokens.
+func (e *Engine) keepFor(override int) int {
 	keep := e.cfg.KeepRecentTokens
-	if opts.KeepRecentTokens > 0 {
-		keep = opts.KeepRecentTokens
+	if override > 0 {
+		keep = override
 	}
 	// A window adopted from an overflow error may be far smaller than the
 	// one the keep figure was chosen for.
 	if b := int(e.budget.Load()); b < e.cfg.budget {
 		keep = min(keep, b/2)
 	}
+	return keep
+}
+
+// foldableTokens is the raw estimate of what folding msgs[start:cut]
+// removes from the context: pinned messages stay in it.
+func (s *Session) foldableTokens(start, cut int) int {
+	t := s.cum[cut] - s.cum[start]
+	for _, pi := range s.pinned[sort.SearchInts(s.pinned, start):sort.SearchInts(s.pinned, cut)] {
+		t -= s.msgs[pi].tokens
+	}
+	return t
+}
+
+// summaryTokens estimates the summary the view shows: its prefix less the
+// pinned messages in it.
+func (s *Session) summaryTokens() int {
+	if len(s.active) == 0 {
+		return 0
+	}
+	t := s.viewPrefixTokens
+	for _, pi := range s.pinned[:sort.SearchInts(s.pinned, s.viewStart)] {
+		t -= s.msgs[pi].tokens
+	}
+	return max(t, 0)
+}
+
+// contextAfter is the raw estimate of the context once c folds
+// msgs[:cut], without the request's overhead.
+func (s *Session) contextAfter(cut int, c Compaction) int {
+	prefix := s.prefixFor(cut, c)
+	after := s.cum[len(s.msgs)] - s.cum[cut]
+	for i := range prefix {
+		after += tokens.Message(s.counter, &prefix[i])
+	}
+	return after
+}
+
+// worthCompacting reports whether the gate should compact s now, its
+// request estimated at used (calibrated) with overhead: unless a
+// compaction that freed little is waiting for the session to grow, what a
+// compaction would fold (the history before the kept tail, pinned
+// messages aside), less what its summary is expected to add over the
+// previous one (the target size, the latest request), must be at least MinSavings of the request. Compacting
+// for less would leave the context where it was, and the next check would
+// compact again.
+func (e *Engine) worthCompacting(s *Session, used, overhead int) bool {
 	s.mu.Lock()
-	p, err := e.makePlan(s, keep)
+	defer s.mu.Unlock()
+	if s.backoffUntil > 0 && s.cum[len(s.msgs)] < s.backoffUntil {
+		return false
+	}
+	cut := s.findCut(s.viewStart, e.keepFor(0), e.cfg.MinKeepMessages)
+	if cut <= s.viewStart {
+		return false
+	}
+	// The summary takes the previous one's place, at its target size or
+	// more, and carries the latest request when that is folded.
+	gain := s.foldableTokens(s.viewStart, cut) - max(0, e.cfg.SummaryTokens-s.summaryTokens())
+	if k := len(s.requests); k > 0 && s.requests[k-1] >= s.viewStart && s.requests[k-1] < cut {
+		gain -= min(s.msgs[s.requests[k-1]].tokens, maxAddedRequest/4)
+	}
+	freed := used - e.calibrated(s.contextTokens()+overhead-gain)
+	return freed > 0 && float64(freed) >= e.cfg.MinSavings*float64(used)
+}
+
+func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (Compaction, error) {
+	began := time.Now()
+	s.mu.Lock()
+	p, err := e.makePlan(s, e.keepFor(opts.KeepRecentTokens))
 	if err == nil {
 		p.collect(s)
 		p.before = e.calibrated(s.contextTokens() + opts.overhead)
@@ -185,7 +253,13 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 		e.events.emit(&FallbackEvent{Session: s.id, From: name, To: next, Err: err})
 	}
 	if strategy == "" {
-		return e.emergency(s, p.before, opts.overhead)
+		c, emErr := e.emergency(s, p.before, opts.overhead, 1)
+		if errors.Is(emErr, ErrNothingToFold) {
+			// Nothing was spliced: the caller learns why the strategies
+			// failed and why the emergency path could not stand in.
+			return Compaction{}, fmt.Errorf("%w; %w", err, emErr)
+		}
+		return c, emErr
 	}
 
 	c := Compaction{
@@ -468,12 +542,7 @@ func (e *Engine) splice(s *Session, p *plan, c *Compaction, overhead int) error 
 	c.ID = "c" + strconv.Itoa(len(s.compactions)+1)
 	c.FoldedThrough = s.msgs[p.cut-1].msg.ID
 	// Tokens after, computed before the log write so the entry holds it.
-	prefix := s.prefixFor(p.cut, *c)
-	after := s.cum[len(s.msgs)] - s.cum[p.cut] + overhead
-	for i := range prefix {
-		after += tokens.Message(s.counter, &prefix[i])
-	}
-	c.TokensAfter = e.calibrated(after)
+	c.TokensAfter = e.calibrated(s.contextAfter(p.cut, *c) + overhead)
 	if s.log != nil {
 		if err := s.writeEntry(Entry{Type: EntryCompaction, Compaction: c}); err != nil {
 			return fmt.Errorf("host: compaction not saved, session unchanged: %w", err)
@@ -482,16 +551,25 @@ func (e *Engine) splice(s *Session, p *plan, c *Compaction, overhead int) error 
 	if err := s.applyCompaction(*c); err != nil {
 		return err
 	}
+	s.backoffUntil = 0
 	if float64(c.TokensBefore-c.TokensAfter) < e.cfg.MinSavings*float64(c.TokensBefore) {
-		s.suppressedAt = len(s.msgs) // freed too little: wait for new content
+		// Freed too little: the gate compacts again only once the session
+		// has grown by MinSavings of the budget.
+		s.backoffUntil = s.cum[len(s.msgs)] + max(1, int(e.cfg.MinSavings*float64(e.budget.Load())))
 	}
 	return nil
 }
 
 // emergency keeps the newest messages and drops the rest with a notice,
 // the previous summary, the latest request and the file lists. No model is
-// called; it fails only if the log cannot be written.
-func (e *Engine) emergency(s *Session, before, overhead int) (Compaction, error) {
+// called. It keeps EmergencyKeepMessages, or fewer (never under
+// MinKeepMessages) while what it keeps would leave the context at the
+// compaction point, where the next check would take this path again. It
+// drops nothing unless that frees at least minFree calibrated tokens (and
+// always at least one): a cut that folds only pinned messages, or a notice
+// no smaller than what it drops, returns ErrNothingToFold with the
+// session as it was. Otherwise it fails only if the log cannot be written.
+func (e *Engine) emergency(s *Session, before, overhead, minFree int) (Compaction, error) {
 	began := time.Now()
 	s.mu.Lock()
 	if err := s.refresh(); err != nil {
@@ -499,38 +577,17 @@ func (e *Engine) emergency(s *Session, before, overhead int) (Compaction, error)
 		return Compaction{}, err
 	}
 	p := &plan{start: s.viewStart, previous: s.previousSummary(), generation: len(s.compactions), before: before}
-	n := len(s.msgs)
-	from := max(n-e.cfg.EmergencyKeepMessages, p.start+1)
-	p.cut = -1
-	for j := from; j <= n; j++ {
-		if s.cutAt(j) {
-			p.cut = j
-			break
-		}
-	}
+	p.cut = e.emergencyCut(s, p.start, overhead)
 	if p.cut < 0 {
-		for j := from - 1; j > p.start; j-- {
-			if s.cutAt(j) {
-				p.cut = j
-				break
-			}
-		}
-	}
-	if p.cut <= p.start {
 		s.mu.Unlock()
-		return Compaction{}, ErrNothingToFold
+		return Compaction{}, fmt.Errorf("%w: the emergency path has no message to drop that is not pinned or kept", ErrNothingToFold)
 	}
-	for i := p.start; i < p.cut; i++ {
-		if !s.msgs[i].msg.Pinned {
-			p.folded++
-		}
-	}
+	p.folded = p.cut - p.start - s.pinnedIn(p.start, p.cut)
 	p.files = s.fileOpsBefore(p.cut)
 	if k := len(s.requests); k > 0 && s.requests[k-1] < p.cut && !s.msgs[s.requests[k-1]].msg.Pinned {
 		p.latestRequest = requestText(&s.msgs[s.requests[k-1]].msg)
 	}
 	p.turnNo = len(s.requests)
-	s.mu.Unlock()
 
 	summary := "The earlier conversation was dropped to keep the session within its context window."
 	if p.previous != "" {
@@ -538,12 +595,53 @@ func (e *Engine) emergency(s *Session, before, overhead int) (Compaction, error)
 	}
 	c := Compaction{Summary: e.verifySummary(summary, p), Strategy: StrategyEmergency, Emergency: true, Offline: true,
 		TokensBefore: before, MessagesFolded: p.folded, Time: time.Now().UTC()}
+	now := e.calibrated(s.contextTokens() + overhead)
+	after := e.calibrated(s.contextAfter(p.cut, c) + overhead)
+	s.mu.Unlock()
+	if freed := now - after; freed <= 0 {
+		return Compaction{}, fmt.Errorf("%w: the emergency path would not shrink the context (%d to %d tokens)", ErrNothingToFold, now, after)
+	} else if freed < minFree {
+		return Compaction{}, fmt.Errorf("%w: the emergency path would free %d tokens, under the %d that matter", ErrNothingToFold, freed, minFree)
+	}
 	if err := e.splice(s, p, &c, overhead); err != nil {
 		return Compaction{}, err
 	}
 	e.events.emit(&CompactionEvent{Session: s.id, CompactionID: c.ID, Strategy: StrategyEmergency, Emergency: true, Offline: true,
 		TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter, MessagesFolded: c.MessagesFolded, Turn: p.turnNo, Duration: time.Since(began)})
 	return c, nil
+}
+
+// emergencyCut is where the emergency path cuts: the valid cut nearest to
+// keeping the newest EmergencyKeepMessages (later first, then earlier)
+// that folds a message not pinned, moved later while the context left
+// would still be at the compaction point, as long as MinKeepMessages stay.
+// It is -1 when no cut folds anything. Callers hold s.mu.
+func (e *Engine) emergencyCut(s *Session, start, overhead int) int {
+	n := len(s.msgs)
+	folds := func(j int) bool { return s.cutAt(j) && j-start > s.pinnedIn(start, j) }
+	from := max(n-e.cfg.EmergencyKeepMessages, start+1)
+	cut := -1
+	for j := from; j <= n && cut < 0; j++ {
+		if folds(j) {
+			cut = j
+		}
+	}
+	for j := from - 1; j > start && cut < 0; j-- {
+		if folds(j) {
+			cut = j
+		}
+	}
+	if cut < 0 {
+		return -1
+	}
+	goal := e.cfg.compactAt * float64(e.budget.Load())
+	raw := s.contextTokens() + overhead
+	for j := cut + 1; j <= n-e.cfg.MinKeepMessages && float64(e.calibrated(raw-s.foldableTokens(start, cut))) >= goal; j++ {
+		if s.cutAt(j) {
+			cut = j
+		}
+	}
+	return cut
 }
 
 // fileOpsBefore is the cumulative file operations of msgs[:cut].

@@ -208,9 +208,17 @@ func (e *Engine) calibrated(raw int) int {
 // EnsureFits is the gate: call it before every model call and after every
 // batch of tool results. Below the prune threshold it only measures. Above
 // it, old oversized tool results are shortened; above the compaction point
-// the history is compacted; at the emergency threshold the newest messages
-// are kept with a notice and no model is called. An error means nothing in
-// the session changed.
+// the history is compacted, when what can be folded (not the pinned
+// messages, not the kept tail) frees at least MinSavings of the request and
+// no compaction that freed less is waiting for the session to grow; at the
+// emergency threshold the newest messages are kept with a notice and no
+// model is called, when that frees as much (over the budget, when it frees
+// anything). An error means nothing in the session changed.
+//
+// Decision.Fits false means the request is still over the budget after
+// all of that: the pinned messages and the newest ones alone do not fit.
+// Sending it as it is will overflow; the caller must shorten what the
+// session keeps or use a larger window.
 func (e *Engine) EnsureFits(ctx context.Context, s *Session, req Request) (Decision, error) {
 	s.mu.Lock()
 	overhead := req.ToolSchemaTokens + req.DynamicTokens
@@ -244,16 +252,22 @@ func (e *Engine) act(ctx context.Context, s *Session, overhead, before int) (Dec
 	}
 	used := measure()
 	if !e.cfg.DisableCompaction && (force || float64(used) >= e.cfg.compactAt*budget) {
-		s.mu.Lock()
-		suppressed := s.suppressedAt >= 0 && !force
-		s.mu.Unlock()
 		switch {
 		case float64(used) >= e.cfg.emergencyAt*budget:
-			if _, err := e.emergency(s, used, overhead); err != nil {
+			// Over the budget any gain counts; under it, dropping
+			// messages is worth it only for MinSavings of the request.
+			minFree := 1
+			if !force && used <= int(budget) {
+				minFree = int(e.cfg.MinSavings * float64(used))
+			}
+			_, err := e.emergency(s, used, overhead, minFree)
+			if err != nil && !errors.Is(err, ErrNothingToFold) {
 				return d, err
 			}
-			d.Action = ActionEmergency
-		case !suppressed:
+			if err == nil {
+				d.Action = ActionEmergency
+			}
+		case force || e.worthCompacting(s, used, overhead):
 			res, err := e.compact(ctx, s, compactOptions{overhead: overhead})
 			if err != nil && !errors.Is(err, ErrNothingToFold) {
 				return d, err

@@ -326,27 +326,6 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 	require.Len(t, bad.calls(), 3, "failing strategy calls, want 3 before the breaker opened")
 }
 
-func TestSmallSavingsAreNotRepeated(t *testing.T) {
-	rec := &recorder{}
-	// Keeping almost everything frees little.
-	e := newEngine(t, Config{ContextWindow: 12000, MaxOutputTokens: 1000, KeepRecentTokens: 9000, MinKeepMessages: 1, PruneMinTokens: 100000}, WithStrategy("structured", rec))
-	s := e.NewSession()
-	coding(t, s, 5, 550)
-	d, err := e.EnsureFits(ctx, s, Request{})
-	require.NoError(t, err)
-	require.Equal(t, ActionCompacted, d.Action, "first check: %+v", d)
-	n := len(rec.calls())
-	for i := 0; i < 3; i++ {
-		e.EnsureFits(ctx, s, Request{})
-	}
-	require.Len(t, rec.calls(), n, "compaction repeated without new content")
-	require.NoError(t, s.Append(user("one more thing")))
-	d, err = e.EnsureFits(ctx, s, Request{})
-	require.NoError(t, err)
-	require.NotEqual(t, n, len(rec.calls()), "new content did not re-enable compaction")
-	require.Equal(t, ActionCompacted, d.Action, "new content did not re-enable compaction")
-}
-
 func TestVerificationAppendsLatestRequest(t *testing.T) {
 	e := newEngine(t, Config{KeepRecentTokens: 1500}, WithStrategy("structured", StrategyFunc(func(context.Context, pluginServices, *abi.SummarizeRequest) (*abi.SummarizeResponse, error) {
 		return &abi.SummarizeResponse{Summary: "Worked on things."}, nil

@@ -190,12 +190,12 @@ type Session struct {
 	lastOverhead  int  // schema and dynamic tokens of the last check
 	checked       bool // a check happened since the last usage report
 	forceCompact  bool // an overflow was seen; compact at the next check
-	suppressedAt  int  // message count when a compaction freed too little; -1 if none
+	backoffUntil  int  // after a compaction that freed little: the cum[len(msgs)] to reach before the next; 0 if none
 	overflowRetry bool // a retry after overflow is in flight
 }
 
 func newSession(id string, counter tokens.Counter) *Session {
-	return &Session{id: id, counter: counter, index: map[string]int{}, open: map[string]int{}, cum: []int{0}, suppressedAt: -1, files: newFileOps(nil)}
+	return &Session{id: id, counter: counter, index: map[string]int{}, open: map[string]int{}, cum: []int{0}, files: newFileOps(nil)}
 }
 
 // ID identifies the session: its log path, or a generated name.
@@ -297,9 +297,6 @@ func (s *Session) appendLocked(m Message, persist bool) error {
 	}
 	s.msgs[i].fileSeq = s.files.seq
 	s.files.observe(&m)
-	if s.suppressedAt >= 0 && i >= s.suppressedAt {
-		s.suppressedAt = -1 // new content arrived
-	}
 	return nil
 }
 
