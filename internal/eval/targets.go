@@ -143,7 +143,7 @@ func notes(rep *Report) []string {
 			}
 		}
 		if len(heavy) > 0 {
-			out = append(out, fmt.Sprintf("Pinned messages (system prompts the readers mark pinned) are never folded; where they take much of the %s window, each compaction can fold little: %s tokens pinned.", kilo(smallest), strings.Join(heavy, ", ")))
+			out = append(out, fmt.Sprintf("Pinned messages (system prompts the readers mark pinned) are never folded; where they take much of the %s window, little is left to fold beside the kept tail, so the gate compacts only once enough history can be folded and the emergency path (which keeps fewer messages) takes more of the compactions: %s tokens pinned.", kilo(smallest), strings.Join(heavy, ", ")))
 		}
 	}
 	var floored []string
