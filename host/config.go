@@ -57,11 +57,16 @@ type Config struct {
 	// never touches. Default: KeepRecentTokens.
 	ProtectRecentTokens int
 	// EmergencyKeepMessages is how many of the newest messages the
-	// emergency path keeps. Default 8.
+	// emergency path keeps, or fewer (never under MinKeepMessages) when
+	// they would leave the context at the compaction point. Default 8.
 	EmergencyKeepMessages int
 
-	// MinSavings is the share of tokens a compaction must free; one that
-	// frees less is not repeated until new content arrives. Default 0.10.
+	// MinSavings is the share of the request a compaction must be able to
+	// free for the gate to start it: what can be folded (not the pinned
+	// messages, not the kept tail), less what the summary is expected to
+	// add, and for the emergency path under the budget what dropping the
+	// messages frees. After a compaction that freed less, the gate waits
+	// until the session has grown by this share of the budget. Default 0.10.
 	MinSavings float64
 	// BreakerFailures consecutive failures of a strategy open its circuit
 	// breaker for BreakerCooldown. Defaults 3 and 5 minutes.

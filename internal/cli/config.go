@@ -48,6 +48,7 @@ type Thresholds struct {
 	Compact         float64 `toml:"compact"`
 	OverheadReserve float64 `toml:"overhead_reserve"`
 	Emergency       float64 `toml:"emergency"`
+	MinSavings      float64 `toml:"min_savings"`
 	Disable         bool    `toml:"disable"`
 }
 
@@ -217,7 +218,7 @@ func (c Config) engineConfig() host.Config {
 		Model: c.Model, ContextWindow: c.ContextWindow, MaxOutputTokens: c.MaxOutputTokens, Tokenizer: c.Tokenizer,
 		Strategy: c.Strategy, Fallbacks: c.Fallbacks, KeepRecentTokens: c.KeepRecent, SummaryTokens: c.SummaryTokens,
 		PruneThreshold: c.Thresholds.Prune, CompactThreshold: c.Thresholds.Compact, OverheadReserve: c.Thresholds.OverheadReserve,
-		EmergencyThreshold: c.Thresholds.Emergency, DisableCompaction: c.Thresholds.Disable, ToolOutputTokens: c.Tools.OutputLimit,
+		EmergencyThreshold: c.Thresholds.Emergency, MinSavings: c.Thresholds.MinSavings, DisableCompaction: c.Thresholds.Disable, ToolOutputTokens: c.Tools.OutputLimit,
 		ToolCategories: c.Tools.Categories, FileTools: host.FileTools{Read: c.Tools.Read, Modify: c.Tools.Modify},
 	}
 }
@@ -331,6 +332,8 @@ key is an error.
   compact = 0.85                  # compact above this, less the reserve
   overhead_reserve = 0.10
   emergency = 0.95                # no model call at or above this
+  min_savings = 0.10              # compact only when that frees this share of the context; after one that
+                                  # freed less, wait until the session grows by this share of the budget
   disable = false
 
   [provider]                      # omit for offline summaries

@@ -15,6 +15,7 @@ fallbacks = ["truncate"]
 max_input_bytes = 1048576
 [thresholds]
 prune = 0.6
+min_savings = 0.2
 [provider]
 kind = "openai"
 base_url = "http://localhost:11434/v1"
@@ -29,6 +30,7 @@ body_timeout = "10s"
 	require.NoError(t, err)
 	assert.Equal(t, "gpt-4o", c.Model)
 	assert.Equal(t, 0.6, c.Thresholds.Prune)
+	assert.Equal(t, 0.2, c.engineConfig().MinSavings)
 	assert.Equal(t, 90.0, c.Provider.Timeout.Seconds())
 	require.NotNil(t, c.Provider.MaxRetries)
 	assert.Equal(t, 0, *c.Provider.MaxRetries, "0 means no retries, not the default")
@@ -45,6 +47,7 @@ body_timeout = "10s"
 		"bad share":         {"[thresholds]\ncompact = 85\n", "thresholds.compact 85: want a share between 0 and 1"},
 		"NaN share":         {"[thresholds]\nprune = nan\n", "thresholds.prune NaN: want a share between 0 and 1"},
 		"reserve over 1":    {"[thresholds]\noverhead_reserve = 1.5\n", "thresholds.overhead_reserve 1.5"},
+		"savings over 1":    {"[thresholds]\nmin_savings = 1.5\n", "thresholds.min_savings 1.5: want a share between 0 and 1"},
 		"huge window":       {"context_window = 9223372036854775807\n", "context_window 9223372036854775807"},
 		"bad tokenizer":     {"tokenizer = \"foo\"\n", `tokenizer "foo": want auto, chars, o200k or cl100k`},
 		"negative keep":     {"keep_recent_tokens = -1\n", "keep_recent_tokens -1"},

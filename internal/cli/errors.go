@@ -110,6 +110,7 @@ var settings = map[string]setting{
 	"CompactThreshold":         {"", "thresholds.compact"},
 	"OverheadReserve":          {"", "thresholds.overhead_reserve"},
 	"EmergencyThreshold":       {"", "thresholds.emergency"},
+	"MinSavings":               {"", "thresholds.min_savings"},
 	"ToolOutputTokens":         {"", "tools.output_tokens"},
 	"provider.Kind":            {"--provider", "provider.kind"},
 	"provider.BaseURL":         {"--base-url", "provider.base_url"},
