@@ -189,9 +189,9 @@ func (s *Session) contextAfter(cut int, c Compaction) int {
 // compaction that freed little is waiting for the session to grow, what a
 // compaction would fold (the history before the kept tail, pinned
 // messages aside), less what its summary is expected to add over the
-// previous one (the target size, the latest request), must be at least MinSavings of the request. Compacting
-// for less would leave the context where it was, and the next check would
-// compact again.
+// previous one (the target size, the latest request), must be at least
+// MinSavings of the request. Compacting for less would leave the context
+// where it was, and the next check would compact again.
 func (e *Engine) worthCompacting(s *Session, used, overhead int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
