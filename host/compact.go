@@ -17,7 +17,8 @@ import (
 // Errors of compaction.
 var (
 	// ErrNothingToFold: the session has no history that can be folded
-	// while keeping what must be kept.
+	// while keeping what must be kept, or folding it would not shrink the
+	// context by what it must (the emergency path's floor).
 	ErrNothingToFold = errors.New("host: nothing to fold")
 	// ErrBreakerOpen: the strategy failed too often in a row and is
 	// skipped until its cooldown ends.
