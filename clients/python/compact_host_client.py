@@ -106,6 +106,8 @@ class Thresholds:
     compact: Optional[float] = None
     overhead_reserve: Optional[float] = None
     emergency: Optional[float] = None
+    # The share of the request a compaction must be able to free.
+    min_savings: Optional[float] = None
 
 
 @dataclass

@@ -33,6 +33,9 @@ type Thresholds struct {
 	Compact         float64 `json:"compact,omitempty"`
 	OverheadReserve float64 `json:"overhead_reserve,omitempty"`
 	Emergency       float64 `json:"emergency,omitempty"`
+	// MinSavings is the share of the request a compaction must be able
+	// to free for the gate to start one (host.Config.MinSavings).
+	MinSavings float64 `json:"min_savings,omitempty"`
 }
 
 // CompactOptions are the options of POST /v1/compact.

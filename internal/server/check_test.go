@@ -100,3 +100,32 @@ func TestCheckRejects(t *testing.T) {
 	assert.Equal(t, CodeUnknownFormat, e.Code)
 	assert.Contains(t, e.Message, "format")
 }
+
+// options.thresholds.min_savings reaches the gate: a compaction that
+// could not free that share of the request is not started.
+func TestCheckApplyMinSavings(t *testing.T) {
+	_, ts := start(t, nil)
+	session := encode(t, "jsonl", codingSession(14, 8, 600))
+	var probe CheckResponse
+	call(t, ts, "POST", "/v1/check", CheckRequest{Session: session}).decode(t, &probe)
+	used := float64(probe.Total) / float64(probe.Budget.Input)
+	require.Greater(t, used, 0.3, "the session must be over a compaction point of 0.25")
+	require.Less(t, used, 0.9, "and under the emergency point of 0.95")
+
+	apply := func(minSavings float64) *Decision {
+		var got CheckResponse
+		call(t, ts, "POST", "/v1/check", CheckRequest{Session: session, Apply: true, Options: EngineOptions{
+			Thresholds: &Thresholds{Prune: 0.2, Compact: 0.3, OverheadReserve: 0.05, Emergency: 0.95, MinSavings: minSavings}}}).decode(t, &got)
+		require.NotNil(t, got.Decision)
+		return got.Decision
+	}
+	assert.Equal(t, "compacted", apply(0).Action, "the server's min_savings lets the compaction run")
+	d := apply(0.99)
+	assert.NotEqual(t, "compacted", d.Action, "no compaction can free 99%% of the request")
+	assert.NotEqual(t, "emergency", d.Action)
+
+	r := call(t, ts, "POST", "/v1/check", CheckRequest{Session: session, Apply: true, Options: EngineOptions{
+		Thresholds: &Thresholds{MinSavings: 2}}})
+	assert.Equal(t, 400, r.Status)
+	assert.Contains(t, r.err(t).Message, "options.thresholds.min_savings 2")
+}

@@ -350,7 +350,8 @@ func (s *Server) engine(ctx context.Context, o EngineOptions, model host.ModelCl
 			v    float64
 			to   *float64
 		}{{"prune", t.Prune, &cfg.PruneThreshold}, {"compact", t.Compact, &cfg.CompactThreshold},
-			{"overhead_reserve", t.OverheadReserve, &cfg.OverheadReserve}, {"emergency", t.Emergency, &cfg.EmergencyThreshold}} {
+			{"overhead_reserve", t.OverheadReserve, &cfg.OverheadReserve}, {"emergency", t.Emergency, &cfg.EmergencyThreshold},
+			{"min_savings", t.MinSavings, &cfg.MinSavings}} {
 			// NaN fails both comparisons, so the test is written to
 			// reject it.
 			if !(f.v >= 0 && f.v <= 1) {
@@ -407,6 +408,7 @@ var requestNames = map[string]string{
 	"CompactThreshold":   "options.thresholds.compact",
 	"OverheadReserve":    "options.thresholds.overhead_reserve",
 	"EmergencyThreshold": "options.thresholds.emergency",
+	"MinSavings":         "options.thresholds.min_savings",
 }
 
 // optionsError words an engine config error with the request's field

@@ -98,6 +98,8 @@ export interface Thresholds {
   compact?: number;
   overhead_reserve?: number;
   emergency?: number;
+  /** The share of the request a compaction must be able to free. */
+  min_savings?: number;
 }
 
 /** Overrides of the server's engine configuration for one call. */
