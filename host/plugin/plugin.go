@@ -334,9 +334,10 @@ func noRuntime(path, option string) error {
 		Err: fmt.Errorf("plugin.Options.%s is not set", option)}
 }
 
-// OpenWasm loads a wasm plugin from its bytes. path names it in errors
-// and logs and may be empty. The plugin has its own compilation cache
-// handle; load many plugins through a Registry to share one.
+// OpenWasm loads a wasm plugin from its bytes with opts.Wasm (else an
+// ErrNoRuntime error). path names it in errors and logs and may be empty.
+// The plugin has its own compilation cache handle; load many plugins
+// through a Registry to share one.
 func OpenWasm(ctx context.Context, bin []byte, path string, opts Options) (*Plugin, error) {
 	opts = opts.withTestRuntimes()
 	engine, err := opts.wasmEngine()
@@ -386,8 +387,9 @@ func OpenWasmFile(ctx context.Context, path string, opts Options) (*Plugin, erro
 	return OpenWasm(ctx, bin, path, opts)
 }
 
-// StartProcess starts a process plugin described by a manifest. The
-// process is restarted on the call after a crash.
+// StartProcess starts a process plugin described by a manifest with
+// opts.Process (else an ErrNoRuntime error). The process is restarted on
+// the call after a crash.
 func StartProcess(ctx context.Context, m Manifest, opts Options) (*Plugin, error) {
 	opts = opts.withTestRuntimes()
 	cfg, err := m.procConfig()
