@@ -22,6 +22,8 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/examples/internal/pygrpc"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/compact-host/compact-host/host/plugintest"
 )
 
@@ -54,7 +56,7 @@ func open(tb testing.TB, path string) *plugin.Plugin {
 	if strings.HasPrefix(path, "python/") {
 		pygrpc.Require(tb)
 	}
-	p, err := plugin.Open(context.Background(), path, plugin.Options{NoDiskCache: true})
+	p, err := plugin.Open(context.Background(), path, plugin.Options{Wasm: wasm.Runtime, Process: process.Runtime, NoDiskCache: true})
 	require.NoError(tb, err, "open %s (make examples builds the example plugins)", path)
 	tb.Cleanup(func() { p.Close() })
 	return p

@@ -26,6 +26,7 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/inprocess"
 )
 
 func main() {
@@ -40,15 +41,12 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer, dir string, window int, logPath string) error {
-	// The built-in strategies and truncators, plus any plugin in the
-	// user's plugins directory; offline, since no model is configured.
-	reg, err := plugin.NewRegistry(ctx, plugin.Options{NoWatch: true})
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
+	// The built-in strategies and truncators, linked in process; offline,
+	// since no model is configured. A plugin.Registry with the runtimes of
+	// host/plugin/wasm and host/plugin/process adds the plugins directory.
+	builtins := inprocess.Builtins(plugin.Options{})
 	eng, err := host.New(host.Config{ContextWindow: window, MaxOutputTokens: window / 8},
-		host.WithPlugins(reg), host.WithLogger(slog.New(slog.DiscardHandler)))
+		host.WithPlugins(builtins), host.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return err
 	}

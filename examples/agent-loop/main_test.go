@@ -23,6 +23,9 @@ func TestAgentLoopCompactsAndFinishes(t *testing.T) {
 	if !strings.Contains(text, "done after") || !strings.Contains(text, "compaction c1") {
 		t.Fatalf("no compaction or no end:\n%s", text)
 	}
+	if !strings.Contains(text, "compaction c1: structured,") {
+		t.Fatalf("the first compaction did not run the structured built-in in process:\n%s", text)
+	}
 	e, err := host.New(host.Config{ContextWindow: 16000})
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func TestReadmeLibraryExampleBuildsOutsideTheRepo(t *testing.T) {
 	require.NoError(t, err)
 	src := goBlockAfter(string(readme), "## The library in 20 lines")
 	require.NotEmpty(t, src, "README.md: no ```go block under \"## The library in 20 lines\"")
-	assert.Contains(t, src, "host.WithPlugins(registry)")
+	assert.Contains(t, src, "host.WithPlugins(plugins)")
 
 	goBin, err := exec.LookPath("go")
 	require.NoError(t, err)

@@ -17,12 +17,13 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 )
 
 // The modules are built from truncator.ts and strategy.ts by `make examples`.
 func open(t *testing.T, file string) *plugin.Plugin {
 	t.Helper()
-	p, err := plugin.OpenWasmFile(context.Background(), file, plugin.Options{NoDiskCache: true})
+	p, err := plugin.OpenWasmFile(context.Background(), file, plugin.Options{Wasm: wasm.Runtime, NoDiskCache: true})
 	require.NoError(t, err, "load %s (make examples builds it)", file)
 	t.Cleanup(func() { p.Close() })
 	return p

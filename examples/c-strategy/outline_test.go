@@ -13,12 +13,13 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 )
 
 // outline.wasm is built from src/outline.c and sdk/c by `make examples`.
 func open(t *testing.T) *plugin.Plugin {
 	t.Helper()
-	p, err := plugin.OpenWasmFile(context.Background(), "outline.wasm", plugin.Options{NoDiskCache: true})
+	p, err := plugin.OpenWasmFile(context.Background(), "outline.wasm", plugin.Options{Wasm: wasm.Runtime, NoDiskCache: true})
 	require.NoError(t, err, "load outline.wasm (make examples builds it)")
 	t.Cleanup(func() { p.Close() })
 	return p

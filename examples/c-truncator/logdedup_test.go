@@ -13,12 +13,13 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 )
 
 // logdedup.wasm is built from logdedup.c by `make examples`.
 func open(t *testing.T) *plugin.Plugin {
 	t.Helper()
-	p, err := plugin.OpenWasmFile(context.Background(), "logdedup.wasm", plugin.Options{NoDiskCache: true})
+	p, err := plugin.OpenWasmFile(context.Background(), "logdedup.wasm", plugin.Options{Wasm: wasm.Runtime, NoDiskCache: true})
 	if err != nil {
 		t.Fatalf("load logdedup.wasm: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
 )
 
 // TestAsProcessPlugin builds the plugin, drops it with its manifest into a
@@ -33,7 +34,7 @@ func TestAsProcessPlugin(t *testing.T) {
 	if err := os.WriteFile(path, manifest, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := plugin.Open(context.Background(), path, plugin.Options{NoDiskCache: true})
+	p, err := plugin.Open(context.Background(), path, plugin.Options{Process: process.Runtime, NoDiskCache: true})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

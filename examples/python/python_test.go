@@ -16,12 +16,13 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/examples/internal/pygrpc"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
 )
 
 func open(t *testing.T, manifest string) *plugin.Plugin {
 	t.Helper()
 	pygrpc.Require(t)
-	p, err := plugin.Open(context.Background(), manifest, plugin.Options{NoDiskCache: true})
+	p, err := plugin.Open(context.Background(), manifest, plugin.Options{Process: process.Runtime, NoDiskCache: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	require.Equal(t, plugin.SourceProcess, p.Source())

@@ -7,6 +7,7 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/builtin"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/compact-host/compact-host/host/plugintest"
 )
 
@@ -15,7 +16,7 @@ func TestRegistryBuiltinsConform(t *testing.T) {
 	if len(builtin.Names()) == 0 {
 		t.Skip("no built-in plugin is embedded yet (make plugins)")
 	}
-	r, err := plugin.NewRegistry(context.Background(), plugin.Options{PluginsDir: t.TempDir(), NoDiskCache: true, NoWatch: true})
+	r, err := plugin.NewRegistry(context.Background(), plugin.Options{PluginsDir: t.TempDir(), NoDiskCache: true, NoWatch: true, Wasm: wasm.Runtime, Builtins: wasm.Builtins})
 	if err != nil {
 		t.Fatal(err)
 	}

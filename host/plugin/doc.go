@@ -3,10 +3,16 @@
 // as separate processes (hashicorp/go-plugin), or linked in-process, behind
 // one ABI (package abi, specified in abi/README.md).
 //
-// The engine finds plugins through a Registry and calls them with the
-// Services of the engine that calls:
+// The runtimes are wired in through Options, so this package links
+// neither wazero nor go-plugin and gRPC: package host/plugin/wasm runs
+// wasm plugins and embeds the built-ins, package host/plugin/process runs
+// process plugins, and package host/plugin/inprocess links the built-ins
+// as Go code for an agent that needs no plugins directory. The engine
+// finds plugins through a Registry and calls them with the Services of the
+// engine that calls:
 //
-//	reg, err := plugin.NewRegistry(ctx, plugin.Options{Logger: logger})
+//	reg, err := plugin.NewRegistry(ctx, plugin.Options{Logger: logger,
+//		Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime})
 //	...
 //	defer reg.Close()
 //	strategy, err := reg.Strategy(ctx, "structured")
@@ -18,7 +24,7 @@
 //	out, err := trunc.Truncate(ctx, services, &abi.TruncateRequest{...})
 //
 // A Registry holds the built-in plugins embedded in the binary (loaded on
-// first use) and the plugins of a directory (Options.PluginsDir, else
+// first use; Options.Builtins) and the plugins of a directory (Options.PluginsDir, else
 // $COMPACT_HOST_PLUGINS_DIR, else os.UserConfigDir()/compact-host/plugins):
 // "*.wasm" files and "*.plugin.json" process manifests. The directory is
 // watched: a dropped-in or replaced file (for a process plugin, its manifest

@@ -54,6 +54,11 @@ var (
 // ErrNotFound is returned by Registry lookups that match no plugin.
 var ErrNotFound = errors.New("plugin: not found")
 
+// ErrNoRuntime is the Kind of the Error of a plugin whose runtime is not
+// wired in: a .wasm file without Options.Wasm, a manifest without
+// Options.Process.
+var ErrNoRuntime = errors.New("no runtime for this kind of plugin")
+
 // Escape returns s with its control characters, format characters and
 // invalid UTF-8 written as Go escapes ("\x1b[2J" for ESC [ 2 J). Use it
 // for every plugin-provided text (a name, a description, an error) that

@@ -13,7 +13,40 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/compact-host/compact-host/host/internal/wasmrt"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 )
+
+// The tests run the configuration of the compact-host command: both
+// runtimes and the built-ins as wasm; the benchmarks' plain Options get
+// the runtimes too.
+func init() {
+	testRuntimes = func(o *Options) {
+		if o.Wasm == nil {
+			o.Wasm = wasm.Runtime
+		}
+		if o.Process == nil {
+			o.Process = process.Runtime
+		}
+	}
+}
+
+// engine makes a wasm engine of opts, for the benchmarks that load
+// modules with openWasm as a Registry does.
+func (o Options) engine() (*wasmrt.Engine, error) {
+	o.Wasm = wasm.Runtime
+	e, err := o.wasmEngine()
+	if err != nil {
+		return nil, err
+	}
+	return e.(wasm.Engine).Engine, nil
+}
+
+func openWasm(ctx context.Context, e *wasmrt.Engine, bin []byte, path string, source Source, opts Options) (*Plugin, error) {
+	return loadWasm(ctx, wasm.Engine{Engine: e}, bin, path, source, opts)
+}
 
 // Test plugins are built once per test binary into buildDir.
 var (
@@ -124,7 +157,8 @@ func (l *logBuffer) String() string {
 }
 
 func testOptions(t testing.TB, logs *logBuffer) Options {
-	opts := Options{PluginsDir: t.TempDir(), CacheDir: filepath.Join(buildDir, "cache"), WatchDebounce: 50 * time.Millisecond}
+	opts := Options{PluginsDir: t.TempDir(), CacheDir: filepath.Join(buildDir, "cache"), WatchDebounce: 50 * time.Millisecond,
+		Wasm: wasm.Runtime, Process: process.Runtime, Builtins: wasm.Builtins}
 	if logs != nil {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

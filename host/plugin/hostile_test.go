@@ -57,7 +57,7 @@ func registryWithin(t *testing.T, opts Options) *Registry {
 // registry (and so `serve`, which waits for it) does not hang.
 func TestInfoThatNeverAnswersDoesNotHangTheRegistry(t *testing.T) {
 	opts := testOptions(t, nil)
-	opts.NoBuiltins = true
+	opts.Builtins = nil
 	opts.HandshakeTimeout = 500 * time.Millisecond
 	manifest := filepath.Join(opts.PluginsDir, "hang"+ManifestSuffix)
 	require.NoError(t, os.WriteFile(manifest, []byte(`{"command": "`+build(t, "infohang", false, "")+`"}`), 0o644))
@@ -72,7 +72,7 @@ func TestInfoThatNeverAnswersDoesNotHangTheRegistry(t *testing.T) {
 // FIFO would block discovery for ever, /dev/zero exhaust the memory.
 func TestSpecialFilesAreRefused(t *testing.T) {
 	opts := testOptions(t, nil)
-	opts.NoBuiltins = true
+	opts.Builtins = nil
 	dir := opts.PluginsDir
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo.wasm"), 0o644))
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo"+ManifestSuffix), 0o644))
@@ -98,7 +98,7 @@ func TestSpecialFilesAreRefused(t *testing.T) {
 
 func TestFileOverTheSizeLimitIsRefused(t *testing.T) {
 	opts := testOptions(t, nil)
-	opts.NoBuiltins = true
+	opts.Builtins = nil
 	opts.MaxFileBytes = 1 << 10
 	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "testplug.wasm"), testplugWasm(t), 0o644))
 	r := registryWithin(t, opts)
@@ -113,7 +113,7 @@ func TestFileOverTheSizeLimitIsRefused(t *testing.T) {
 // Info comes from the cache, keyed by the content of its files.
 func TestListingStartsAKnownProcessPluginOnce(t *testing.T) {
 	opts := testOptions(t, nil)
-	opts.NoBuiltins = true
+	opts.Builtins = nil
 	opts.CacheDir = t.TempDir()
 	bin := build(t, "testplug", false, "-X main.hostile=yes -X main.marker=started.log")
 	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "mark"+ManifestSuffix), []byte(`{"command": "`+bin+`"}`), 0o644))

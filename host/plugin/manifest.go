@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/compact-host/compact-host/host/internal/procrt"
+	"github.com/compact-host/compact-host/host/internal/pluginapi"
 )
 
 // ManifestSuffix ends the file name of a process plugin's manifest in a
@@ -58,11 +58,11 @@ func readManifest(path string) (Manifest, []byte, error) {
 	return m, b, nil
 }
 
-func (m Manifest) procConfig() (procrt.Config, error) {
+func (m Manifest) procConfig() (pluginapi.ProcessConfig, error) {
 	if m.Command == "" {
-		return procrt.Config{}, fmt.Errorf("manifest: command is empty")
+		return pluginapi.ProcessConfig{}, fmt.Errorf("manifest: command is empty")
 	}
-	cfg := procrt.Config{Command: m.Command, Args: m.Args}
+	cfg := pluginapi.ProcessConfig{Command: m.Command, Args: m.Args}
 	if m.Path != "" {
 		cfg.Dir = filepath.Dir(m.Path)
 		if !filepath.IsAbs(m.Command) && filepath.Base(m.Command) != m.Command {
@@ -72,7 +72,7 @@ func (m Manifest) procConfig() (procrt.Config, error) {
 	if m.SHA256 != "" {
 		sum, err := hex.DecodeString(m.SHA256)
 		if err != nil || len(sum) != 32 {
-			return procrt.Config{}, fmt.Errorf("manifest: sha256 %q is not 64 hex digits", m.SHA256)
+			return pluginapi.ProcessConfig{}, fmt.Errorf("manifest: sha256 %q is not 64 hex digits", m.SHA256)
 		}
 		cfg.Checksum = sum
 	}

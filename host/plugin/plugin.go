@@ -14,9 +14,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
-	"github.com/compact-host/compact-host/host/internal/procrt"
-	"github.com/compact-host/compact-host/host/internal/wasmrt"
-	"github.com/compact-host/compact-host/sdk"
+	sdk "github.com/compact-host/compact-host/sdk/core"
 )
 
 // Source says how a plugin runs.
@@ -49,7 +47,7 @@ type Plugin struct {
 	limits  Options // the completion limits
 
 	// Exactly one of rt and inproc is set.
-	rt     runtime
+	rt     pluginapi.Conn
 	inproc *sdk.Plugin
 
 	// calls hold mu for reading; Close takes it for writing, so it waits
@@ -57,11 +55,6 @@ type Plugin struct {
 	mu      sync.RWMutex
 	closed  bool
 	onClose func()
-}
-
-// runtime is a transport that carries frames: wasm or process.
-type runtime interface {
-	Call(ctx context.Context, svc pluginapi.Services, export string, frame []byte) ([]byte, error)
 }
 
 // Info is what the plugin says about itself.
@@ -226,8 +219,17 @@ type Options struct {
 	// Services that implement OutputLimiter clamp it further to their
 	// model's output limit. Zero means DefaultMaxCompletionTokens.
 	MaxCompletionTokens int
-	// NoBuiltins leaves the embedded plugins out of a Registry.
-	NoBuiltins bool
+	// Wasm runs .wasm plugins and the built-ins: wasm.Runtime, from
+	// package host/plugin/wasm. Nil refuses .wasm files (ErrNoRuntime).
+	Wasm WasmRuntime
+	// Process starts process plugins from their manifests:
+	// process.Runtime, from package host/plugin/process. Nil refuses
+	// manifests (ErrNoRuntime).
+	Process ProcessRuntime
+	// Builtins are the plugins a Registry holds before the plugins
+	// directory's, each loaded by Wasm on its first use and replaced by
+	// a user plugin of its name: wasm.Builtins. Nil means none.
+	Builtins Builtins
 	// NoWatch turns off watching the plugins directory.
 	NoWatch bool
 	// WatchDebounce is how long the directory must be quiet before a
@@ -288,25 +290,64 @@ func (o Options) cacheDir() string {
 	return ""
 }
 
-func (o Options) engine() (*wasmrt.Engine, error) {
-	return wasmrt.NewEngine(wasmrt.Config{
+// WasmRuntime makes the engine that loads wasm plugins; package
+// host/plugin/wasm's Runtime is the one there is.
+type WasmRuntime = pluginapi.WasmRuntime
+
+// ProcessRuntime starts a process plugin; package host/plugin/process's
+// Runtime is the one there is.
+type ProcessRuntime = pluginapi.ProcessRuntime
+
+// Builtins are plugins embedded in the binary as wasm modules; package
+// host/plugin/wasm's Builtins are the project's.
+type Builtins = pluginapi.Builtins
+
+// testRuntimes, set by this package's tests only, fills the runtimes an
+// Options leaves unset: the benchmarks open plugins of every transport
+// from plain Options. It is nil outside the tests.
+var testRuntimes func(*Options)
+
+func (o Options) withTestRuntimes() Options {
+	if testRuntimes != nil {
+		testRuntimes(&o)
+	}
+	return o
+}
+
+// wasmEngine makes an engine of the wasm runtime, or nil without one.
+func (o Options) wasmEngine() (pluginapi.WasmEngine, error) {
+	if o.Wasm == nil {
+		return nil, nil
+	}
+	return o.Wasm(pluginapi.WasmConfig{
 		CacheDir:         o.cacheDir(),
-		MemoryLimitPages: uint32(o.MemoryLimitBytes / 65536),
+		MemoryLimitBytes: o.MemoryLimitBytes,
 		MaxOutputBytes:   o.MaxOutputBytes,
 		MaxInstances:     o.MaxInstances,
 		Logger:           o.logger(),
 	})
 }
 
-// OpenWasm loads a wasm plugin from its bytes. path names it in errors
-// and logs and may be empty. The plugin has its own compilation cache
-// handle; load many plugins through a Registry to share one.
+// noRuntime is the error of a plugin whose runtime is not wired in.
+func noRuntime(path, option string) error {
+	return &Error{Kind: ErrNoRuntime, Plugin: nameFromPath(path), Path: path, Op: "load",
+		Err: fmt.Errorf("plugin.Options.%s is not set", option)}
+}
+
+// OpenWasm loads a wasm plugin from its bytes with opts.Wasm (else an
+// ErrNoRuntime error). path names it in errors and logs and may be empty.
+// The plugin has its own compilation cache handle; load many plugins
+// through a Registry to share one.
 func OpenWasm(ctx context.Context, bin []byte, path string, opts Options) (*Plugin, error) {
-	engine, err := opts.engine()
+	opts = opts.withTestRuntimes()
+	engine, err := opts.wasmEngine()
 	if err != nil {
 		return nil, err
 	}
-	p, err := openWasm(ctx, engine, bin, path, SourceWasm, opts)
+	if engine == nil {
+		return nil, noRuntime(path, "Wasm")
+	}
+	p, err := loadWasm(ctx, engine, bin, path, SourceWasm, opts)
 	if err != nil {
 		engine.Close(context.Background())
 		return nil, err
@@ -319,11 +360,11 @@ func OpenWasm(ctx context.Context, bin []byte, path string, opts Options) (*Plug
 	return p, nil
 }
 
-// openWasm loads a wasm plugin, a built-in or not: all run under the same
+// loadWasm loads a wasm plugin, a built-in or not: all run under the same
 // limits. Loading runs the module's start code and its info export, so a
 // context without a deadline gets the call timeout: a plugin that loops
 // there must not hang the load.
-func openWasm(ctx context.Context, engine *wasmrt.Engine, bin []byte, path string, source Source, opts Options) (*Plugin, error) {
+func loadWasm(ctx context.Context, engine pluginapi.WasmEngine, bin []byte, path string, source Source, opts Options) (*Plugin, error) {
 	if _, ok := ctx.Deadline(); !ok && opts.callTimeout() > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.callTimeout())
@@ -346,17 +387,22 @@ func OpenWasmFile(ctx context.Context, path string, opts Options) (*Plugin, erro
 	return OpenWasm(ctx, bin, path, opts)
 }
 
-// StartProcess starts a process plugin described by a manifest. The
-// process is restarted on the call after a crash.
+// StartProcess starts a process plugin described by a manifest with
+// opts.Process (else an ErrNoRuntime error). The process is restarted on
+// the call after a crash.
 func StartProcess(ctx context.Context, m Manifest, opts Options) (*Plugin, error) {
+	opts = opts.withTestRuntimes()
 	cfg, err := m.procConfig()
 	if err != nil {
 		return nil, &Error{Kind: ErrInvalidPlugin, Plugin: nameFromPath(m.Path), Path: m.Path, Op: "load", Err: err}
 	}
+	if opts.Process == nil {
+		return nil, noRuntime(m.Path, "Process")
+	}
 	cfg.HandshakeTimeout = opts.HandshakeTimeout
 	cfg.CallTimeout = opts.callTimeout()
 	cfg.Logger = opts.logger()
-	proc, err := procrt.Start(ctx, cfg)
+	proc, err := opts.Process(ctx, cfg)
 	if err != nil {
 		return nil, pluginapi.Located(err, nameFromPath(m.Path), m.Path)
 	}

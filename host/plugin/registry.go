@@ -16,8 +16,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/compact-host/compact-host/abi"
-	"github.com/compact-host/compact-host/host/internal/builtin"
-	"github.com/compact-host/compact-host/host/internal/wasmrt"
+	"github.com/compact-host/compact-host/host/internal/pluginapi"
 )
 
 // Entry is one plugin a Registry knows: loaded, waiting to be loaded (a
@@ -48,7 +47,7 @@ type Registry struct {
 	opts   Options
 	dir    string
 	logger *slog.Logger
-	engine *wasmrt.Engine
+	engine pluginapi.WasmEngine // nil without Options.Wasm
 	infos  *infoCache
 
 	mu       sync.Mutex
@@ -95,11 +94,15 @@ func (s *slot) stamp(info os.FileInfo) { s.size, s.modTime = info.Size(), info.M
 // plugins directory, which it loads now. A missing directory is not an
 // error: it is simply empty, and not watched.
 func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
+	opts = opts.withTestRuntimes()
 	dir, err := opts.pluginsDir()
 	if err != nil {
 		return nil, err
 	}
-	engine, err := opts.engine()
+	if opts.Builtins != nil && opts.Wasm == nil {
+		return nil, errors.New("plugin: Options.Builtins are wasm modules and need Options.Wasm")
+	}
+	engine, err := opts.wasmEngine()
 	if err != nil {
 		return nil, err
 	}
@@ -111,8 +114,8 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 		builtins: map[string]*slot{}, user: map[string]*slot{},
 		timers: map[string]*time.Timer{}, done: make(chan struct{}),
 	}
-	if !opts.NoBuiltins {
-		for _, name := range builtin.Names() {
+	if opts.Builtins != nil {
+		for _, name := range opts.Builtins.Names() {
 			r.builtins[name] = &slot{entry: Entry{Name: name, Source: SourceBuiltin}}
 		}
 	}
@@ -190,14 +193,18 @@ func (r *Registry) reload(ctx context.Context, path string) {
 		var bin []byte
 		if bin, err = readRegular(path, r.opts.maxFileBytes(), "plugin.Options.MaxFileBytes"); err != nil {
 			err = &Error{Kind: ErrInvalidPlugin, Plugin: s.entry.Name, Path: path, Op: "load", Err: err}
+		} else if r.engine == nil {
+			err = noRuntime(path, "Wasm")
 		} else {
-			p, err = openWasm(ctx, r.engine, bin, path, SourceWasm, r.opts)
+			p, err = loadWasm(ctx, r.engine, bin, path, SourceWasm, r.opts)
 		}
 	} else {
 		s.entry.Source = SourceProcess
 		var m Manifest
 		var raw []byte
-		if m, raw, err = readManifest(path); err == nil {
+		if m, raw, err = readManifest(path); err == nil && r.opts.Process == nil {
+			err = noRuntime(path, "Process")
+		} else if err == nil {
 			cfg, _ := m.procConfig() // checked by readManifest
 			if filepath.IsAbs(cfg.Command) {
 				s.command, s.commandStamp = cfg.Command, stampOf(cfg.Command)
@@ -303,7 +310,7 @@ func (r *Registry) Truncator(ctx context.Context, category string) (*Plugin, err
 		}
 	}
 	var builtins []*slot
-	for _, name := range builtin.Names() {
+	for _, name := range r.builtinNames() {
 		if b, ok := r.builtins[name]; ok {
 			builtins = append(builtins, b)
 		}
@@ -341,9 +348,17 @@ func (r *Registry) sortedUser() []*slot {
 // loadBuiltin loads a built-in on its first use.
 func (r *Registry) loadBuiltin(ctx context.Context, b *slot) (*Plugin, error) {
 	return r.loadLazily(ctx, b, func(ctx context.Context) (*Plugin, error) {
-		bin, _ := builtin.Wasm(b.entry.Name)
-		return openWasm(ctx, r.engine, bin, "", SourceBuiltin, r.opts)
+		bin, _ := r.opts.Builtins.Wasm(b.entry.Name)
+		return loadWasm(ctx, r.engine, bin, "", SourceBuiltin, r.opts)
 	})
+}
+
+// builtinNames lists the built-ins in name order.
+func (r *Registry) builtinNames() []string {
+	if r.opts.Builtins == nil {
+		return nil
+	}
+	return r.opts.Builtins.Names()
 }
 
 // userPlugin returns the plugin of a user slot, starting a process plugin
@@ -425,7 +440,7 @@ func (r *Registry) loadLazily(ctx context.Context, b *slot, open func(context.Co
 func (r *Registry) List(ctx context.Context) []Entry {
 	r.mu.Lock()
 	var builtins []*slot
-	for _, name := range builtin.Names() {
+	for _, name := range r.builtinNames() {
 		if b, ok := r.builtins[name]; ok {
 			builtins = append(builtins, b)
 		}
@@ -486,8 +501,10 @@ func (r *Registry) Close() error {
 	for _, p := range plugins {
 		p.Close()
 	}
-	if cerr := r.engine.Close(context.Background()); err == nil {
-		err = cerr
+	if r.engine != nil {
+		if cerr := r.engine.Close(context.Background()); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

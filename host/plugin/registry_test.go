@@ -14,6 +14,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/builtin"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 )
 
 func TestDefaultPluginsDir(t *testing.T) {
@@ -213,4 +214,46 @@ func TestReplacedProcessExecutableReloads(t *testing.T) {
 		_, err := r.Strategy(context.Background(), "renamed")
 		return err
 	})
+}
+
+// The runtimes are wired in through Options: without one, its kind of
+// plugin is refused with ErrNoRuntime, named in the list, and the rest of
+// the registry works.
+func TestPluginWithoutItsRuntimeIsRefused(t *testing.T) {
+	saved := testRuntimes
+	testRuntimes = nil
+	defer func() { testRuntimes = saved }()
+	ctx := context.Background()
+	opts := testOptions(t, nil)
+	opts.Wasm, opts.Process, opts.Builtins = nil, nil, nil
+	bin := testplugWasm(t)
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "testplug.wasm"), bin, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(opts.PluginsDir, "proc"+ManifestSuffix), []byte(`{"command": "`+build(t, "testplug", false, "-X main.hostile=yes")+`"}`), 0o644))
+	r := newRegistry(t, opts)
+	entries := entriesByFile(r)
+	for file, option := range map[string]string{"testplug.wasm": "Options.Wasm", "proc" + ManifestSuffix: "Options.Process"} {
+		e := entries[file]
+		assert.ErrorIs(t, e.Err, ErrNoRuntime, file)
+		assert.False(t, e.Loaded, file)
+		if assert.Error(t, e.Err, file) {
+			assert.Contains(t, e.Err.Error(), option, "the error names the option")
+		}
+	}
+	assert.Len(t, r.List(ctx), 2, "no built-ins without Options.Builtins")
+	_, err := r.Strategy(ctx, "testplug")
+	assert.ErrorIs(t, err, ErrNotFound)
+
+	_, err = OpenWasm(ctx, bin, "testplug.wasm", opts)
+	assert.ErrorIs(t, err, ErrNoRuntime)
+	_, err = Open(ctx, filepath.Join(opts.PluginsDir, "proc"+ManifestSuffix), opts)
+	assert.ErrorIs(t, err, ErrNoRuntime)
+	opts.Builtins = wasm.Builtins
+	_, err = NewRegistry(ctx, opts)
+	assert.Error(t, err, "built-ins without the wasm runtime to run them")
+
+	// With the runtime wired in, the same file loads.
+	opts.Wasm = wasm.Runtime
+	p, err := OpenWasm(ctx, bin, "testplug.wasm", opts)
+	require.NoError(t, err)
+	p.Close()
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/builtin"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/compact-host/compact-host/sdk"
 )
 
@@ -72,7 +74,7 @@ func buildTestplug(t *testing.T, wasm bool) string {
 }
 
 func TestWasmAndProcessBuildsConform(t *testing.T) {
-	opts := plugin.Options{NoDiskCache: true}
+	opts := plugin.Options{Wasm: wasm.Runtime, Process: process.Runtime, NoDiskCache: true}
 	bin, err := os.ReadFile(buildTestplug(t, true))
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +102,7 @@ func TestBuiltinsConform(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			bin, _ := builtin.Wasm(name)
-			p, err := plugin.OpenWasm(context.Background(), bin, "", plugin.Options{NoDiskCache: true})
+			p, err := plugin.OpenWasm(context.Background(), bin, "", plugin.Options{Wasm: wasm.Runtime, NoDiskCache: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +125,7 @@ func TestVerifyReportsBrokenPlugins(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := plugin.OpenWasm(context.Background(), bin, tc.file+".wasm", plugin.Options{NoDiskCache: true})
+			p, err := plugin.OpenWasm(context.Background(), bin, tc.file+".wasm", plugin.Options{Wasm: wasm.Runtime, NoDiskCache: true})
 			if err != nil {
 				t.Fatal(err)
 			}

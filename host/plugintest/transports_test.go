@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
 	"github.com/compact-host/compact-host/plugins/narrative"
 	"github.com/compact-host/compact-host/plugins/structured"
 	"github.com/compact-host/compact-host/plugins/truncate"
@@ -32,7 +33,7 @@ func TestBuiltinsConformOverProcessAndInProcess(t *testing.T) {
 			if out, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("go build: %v\n%s", err, out)
 			}
-			p, err := plugin.StartProcess(context.Background(), plugin.Manifest{Command: bin}, plugin.Options{})
+			p, err := plugin.StartProcess(context.Background(), plugin.Manifest{Command: bin}, plugin.Options{Process: process.Runtime})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,8 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/compact-host/compact-host/host/provider"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/compact-host/compact-host/internal/sessionio"
@@ -244,6 +246,10 @@ func (a *app) pluginOptions(watch bool) plugin.Options {
 		PluginsDir: pick(a.flags.pluginsDir, a.cfg.PluginsDir),
 		Logger:     a.log,
 		NoWatch:    !watch,
+		// Every runtime, and the built-ins as wasm so a fresh install works.
+		Wasm:     wasm.Runtime,
+		Builtins: wasm.Builtins,
+		Process:  process.Runtime,
 	}
 	if a.cfg.CacheDir != "" {
 		opts.CacheDir = filepath.Join(a.cfg.CacheDir, "wazero")

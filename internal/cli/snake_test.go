@@ -17,6 +17,8 @@ import (
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,7 +119,7 @@ func TestEveryJSONOutputIsSnakeCase(t *testing.T) {
 	assertSnake(t, "compact -o - report", r.stderr[strings.Index(r.stderr, "{"):])
 
 	// The API.
-	reg, err := plugin.NewRegistry(context.Background(), plugin.Options{PluginsDir: filepath.Join(dir, "plugins"),
+	reg, err := plugin.NewRegistry(context.Background(), plugin.Options{Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime, PluginsDir: filepath.Join(dir, "plugins"),
 		CacheDir: filepath.Join(sharedCache(t), "wazero"), NoWatch: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { reg.Close() })

@@ -10,6 +10,8 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/compact-host/compact-host/plugins/narrative"
 	"github.com/compact-host/compact-host/plugins/structured"
 	"github.com/compact-host/compact-host/plugins/truncate"
@@ -90,7 +92,7 @@ func BenchmarkReplayLargest(b *testing.B) {
 		b.Fatal(err)
 	}
 	_, usage := account(ctx, s, filepath.Base(path))
-	reg, err := plugin.NewRegistry(ctx, plugin.Options{NoWatch: true})
+	reg, err := plugin.NewRegistry(ctx, plugin.Options{Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime, NoWatch: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/compact-host/compact-host/plugins/narrative"
 	"github.com/compact-host/compact-host/plugins/structured"
 	"github.com/compact-host/compact-host/plugins/truncate"
@@ -31,7 +33,7 @@ type source struct {
 func newSource(ctx context.Context, opts Options) (*source, error) {
 	s := &source{reg: opts.Registry, inProcess: opts.InProcess}
 	if s.reg == nil {
-		reg, err := plugin.NewRegistry(ctx, plugin.Options{NoWatch: true})
+		reg, err := plugin.NewRegistry(ctx, plugin.Options{Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime, NoWatch: true})
 		if err != nil {
 			return nil, fmt.Errorf("eval: open plugin registry: %w", err)
 		}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -37,6 +39,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	registry, err = plugin.NewRegistry(context.Background(), plugin.Options{
+		Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime,
 		PluginsDir: filepath.Join(dir, "plugins"), CacheDir: filepath.Join(dir, "wazero"), NoWatch: true,
 	})
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,6 +47,7 @@ func runTests(m *testing.M) int {
 	// test shares this one.
 	cacheDir = filepath.Join(dir, "wazero")
 	registry, err = plugin.NewRegistry(context.Background(), plugin.Options{
+		Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime,
 		PluginsDir: filepath.Join(dir, "plugins"), CacheDir: cacheDir, NoWatch: true,
 	})
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 )
 
 // TestHostilePluginDroppedWhileServing drops a module of a few hundred
@@ -28,7 +30,7 @@ func TestHostilePluginDroppedWhileServing(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, len(bomb), 1024, "the hostile module is tiny")
 	dir := t.TempDir()
-	reg, err := plugin.NewRegistry(context.Background(), plugin.Options{PluginsDir: dir, CacheDir: cacheDir, WatchDebounce: 20 * time.Millisecond})
+	reg, err := plugin.NewRegistry(context.Background(), plugin.Options{Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime, PluginsDir: dir, CacheDir: cacheDir, WatchDebounce: 20 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { reg.Close() })
 	_, ts := start(t, func(o *Options) { o.Registry = reg })

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -80,10 +82,10 @@ func TestPluginsAndHealth(t *testing.T) {
 // directory of a running server: a truncator written in C, then a file
 // that is no plugin at all.
 func TestDroppedInPluginIsUsedWithoutRestart(t *testing.T) {
-	wasm, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", "c-truncator", "logdedup.wasm"))
+	logdedup, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", "c-truncator", "logdedup.wasm"))
 	require.NoError(t, err, "the example plugin is committed")
 	dir := t.TempDir()
-	reg, err := plugin.NewRegistry(context.Background(), plugin.Options{PluginsDir: dir, CacheDir: cacheDir, WatchDebounce: 20 * time.Millisecond})
+	reg, err := plugin.NewRegistry(context.Background(), plugin.Options{Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime, PluginsDir: dir, CacheDir: cacheDir, WatchDebounce: 20 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { reg.Close() })
 	_, ts := start(t, func(o *Options) { o.Registry = reg })
@@ -92,7 +94,7 @@ func TestDroppedInPluginIsUsedWithoutRestart(t *testing.T) {
 	var before TruncateResponse
 	call(t, ts, "POST", "/v1/truncate", TruncateRequest{Category: "log", Content: logs, MaxTokens: 200}).decode(t, &before)
 
-	drop(t, filepath.Join(dir, "logdedup.wasm"), wasm)
+	drop(t, filepath.Join(dir, "logdedup.wasm"), logdedup)
 	eventually(t, "the dropped-in truncator serves its category", func() error {
 		var got TruncateResponse
 		call(t, ts, "POST", "/v1/truncate", TruncateRequest{Category: "log", Content: logs, MaxTokens: 200}).decode(t, &got)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/plugins/internal/digest"
-	"github.com/compact-host/compact-host/sdk"
+	sdk "github.com/compact-host/compact-host/sdk/core"
 )
 
 // Name is the plugin's name.

@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/compact-host/compact-host/abi"
-	"github.com/compact-host/compact-host/sdk"
+	sdk "github.com/compact-host/compact-host/sdk/core"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")

@@ -12,7 +12,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/plugins/internal/digest"
-	"github.com/compact-host/compact-host/sdk"
+	sdk "github.com/compact-host/compact-host/sdk/core"
 )
 
 // The seven sections, in the order every structured summary has them.

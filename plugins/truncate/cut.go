@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
-	"github.com/compact-host/compact-host/sdk"
+	sdk "github.com/compact-host/compact-host/sdk/core"
 )
 
 // BytesPerToken is the estimate the truncator sizes output with: a token

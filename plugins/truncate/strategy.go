@@ -8,7 +8,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/plugins/internal/digest"
-	"github.com/compact-host/compact-host/sdk"
+	sdk "github.com/compact-host/compact-host/sdk/core"
 )
 
 // DigestNote opens every digest.

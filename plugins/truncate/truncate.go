@@ -8,7 +8,7 @@ package truncate
 
 import (
 	"github.com/compact-host/compact-host/plugins/truncate/category"
-	"github.com/compact-host/compact-host/sdk"
+	sdk "github.com/compact-host/compact-host/sdk/core"
 )
 
 // Name is the plugin's name.

@@ -1,6 +1,8 @@
 // Package builtin holds the built-in plugins as wasm modules embedded in the
 // host binary, so a fresh install works with no plugins directory. The
-// modules are built from plugins/<name>/cmd/<name> by `make plugins`.
+// modules are built from plugins/<name>/cmd/<name> by `make plugins`; only
+// package host/plugin/wasm imports this one (wasm.Builtins), so a program
+// that does not wire in the wasm runtime does not carry them.
 package builtin
 
 import (
