@@ -31,9 +31,10 @@ type Plugins[S Strategy, T Truncator] interface {
 	Truncator(ctx context.Context, category string) (T, error)
 }
 
-// WithPlugins resolves strategies and truncators from a plugin registry,
-// such as plugin.NewRegistry's: the built-ins, and the plugins of its
-// watched directory.
+// WithPlugins resolves strategies and truncators from a plugin registry:
+// inprocess.Builtins (the built-ins linked as Go code, no plugin runtime)
+// or plugin.NewRegistry's (the built-ins, and the plugins of its watched
+// directory, with the runtimes its Options wire in).
 func WithPlugins[S Strategy, T Truncator](reg Plugins[S, T]) Option {
 	return func(e *Engine) {
 		e.resolve = func(name string) (Strategy, error) {

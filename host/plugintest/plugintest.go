@@ -10,7 +10,7 @@
 //	}
 //
 // and can run the same checks against their wasm build with
-// plugin.OpenWasmFile. `compact-host plugins verify PATH` calls Verify and
+// plugin.OpenWasmFile, its Options carrying wasm.Runtime(). `compact-host plugins verify PATH` calls Verify and
 // prints the Report.
 package plugintest
 
