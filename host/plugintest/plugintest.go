@@ -10,7 +10,7 @@
 //	}
 //
 // and can run the same checks against their wasm build with
-// plugin.OpenWasmFile, its Options carrying wasm.Runtime(). `compact-host plugins verify PATH` calls Verify and
+// plugin.OpenWasmFile, with Options.Wasm set to wasm.Runtime. `compact-host plugins verify PATH` calls Verify and
 // prints the Report.
 package plugintest
 
