@@ -148,8 +148,10 @@ func (w *jsonWriter) usage(u Usage) {
 
 // Decode reads a frame into doc, a pointer to one of the documents listed
 // at Encode. If the frame is an error frame, Decode returns its *Error.
-// Byte-slice fields of doc alias frame; strings are copies. doc is only
-// changed when Decode succeeds.
+// Byte-slice fields of doc alias frame, except tool inputs; strings and
+// tool inputs are copies, made into a few shared allocations, so one of
+// them kept keeps others' bytes alive too. doc is only changed when
+// Decode succeeds.
 func Decode(frame []byte, doc any) error {
 	switch d := doc.(type) {
 	case *Info:
@@ -192,6 +194,11 @@ func decode(frame []byte, doc any) error {
 		return err
 	}
 	r := docReader{jsonReader: jsonReader{b: f.header}, frame: &f}
+	r.text.left = len(frame)
+	switch doc.(type) {
+	case *TruncateRequest, *TruncateResponse, *Info, *CountTokensResponse:
+		r.text.left = len(f.header) // their blobs are byte slices, or none
+	}
 	var (
 		errDoc  *Error
 		hasBody bool
@@ -244,6 +251,9 @@ func decode(frame []byte, doc any) error {
 type docReader struct {
 	jsonReader
 	frame *frameReader
+	// blocks is a chunk of content blocks that the messages' Content
+	// slices share, so a message costs no allocation of its own.
+	blocks []Block
 }
 
 func (r *docReader) blob(what string) []byte {
@@ -258,7 +268,7 @@ func (r *docReader) blob(what string) []byte {
 	return b
 }
 
-func (r *docReader) blobStr(what string) string { return string(r.blob(what)) }
+func (r *docReader) blobStr(what string) string { return r.text.str(r.blob(what)) }
 
 // body reads the document doc points to into it.
 func (r *docReader) body(doc any) {
@@ -424,7 +434,7 @@ func (r *docReader) messages() []Message {
 			case "role":
 				m.Role = r.str("role")
 			case "content":
-				r.array("content", func() { m.Content = append(m.Content, r.block()) })
+				m.Content = r.content()
 			case "pinned":
 				m.Pinned = r.bool("pinned")
 			case "summary":
@@ -444,8 +454,29 @@ func (r *docReader) messages() []Message {
 	return out
 }
 
-func (r *docReader) block() Block {
-	var b Block
+// content reads a message's blocks into the shared chunk and returns
+// them capped, so appending to one message's blocks cannot overwrite the
+// next message's. A full chunk is left to the messages that use it and a
+// twice larger one started, which takes the blocks of this message along.
+func (r *docReader) content() []Block {
+	start := len(r.blocks)
+	r.array("content", func() {
+		if len(r.blocks) == cap(r.blocks) {
+			chunk := make([]Block, 0, max(16, 2*cap(r.blocks), 2*(len(r.blocks)-start)))
+			r.blocks = append(chunk, r.blocks[start:]...)
+			start = 0
+		}
+		r.blocks = r.blocks[:len(r.blocks)+1]
+		r.block(&r.blocks[len(r.blocks)-1])
+	})
+	if len(r.blocks) == start {
+		return nil
+	}
+	return r.blocks[start:len(r.blocks):len(r.blocks)]
+}
+
+// block reads a block into b, which is zero.
+func (r *docReader) block(b *Block) {
 	r.object("block", func(key []byte) {
 		switch string(key) {
 		case "type":
@@ -470,7 +501,6 @@ func (r *docReader) block() Block {
 			r.skip()
 		}
 	})
-	return b
 }
 
 func (r *jsonReader) usage() Usage {

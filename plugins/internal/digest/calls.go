@@ -18,6 +18,9 @@ type Call struct {
 	Index int
 	ID    string
 	Name  string
+	// tool is Name in lower case, as the digest compares names: lowering
+	// it at each comparison was an allocation each time.
+	tool string
 	// Input holds the members of a tool input that is a JSON object:
 	// strings, arrays as the []any of their string elements (others nil),
 	// every other value nil. Nil for any other input.
@@ -55,7 +58,7 @@ func Calls(msgs []abi.Message) []Call {
 		for _, b := range m.Content {
 			switch b.Type {
 			case abi.BlockToolUse:
-				c := Call{Index: i, ID: b.ID, Name: b.Name, Raw: b.Input}
+				c := Call{Index: i, ID: b.ID, Name: b.Name, tool: strings.ToLower(b.Name), Raw: b.Input}
 				decodeInput(&c, b.Input)
 				if b.ID != "" {
 					byID[b.ID] = len(calls)
@@ -90,7 +93,7 @@ func textAction(msgs []abi.Message, i int) (Call, bool) {
 	}
 	out := textOf(msgs[i+1])
 	failed := strings.HasPrefix(strings.TrimSpace(out), "<returncode>") && !strings.HasPrefix(strings.TrimSpace(out), "<returncode>0</returncode>")
-	return Call{Index: i, Name: "bash", Command: cmd, Result: &Result{Index: i + 1, Text: out, IsError: failed}}, true
+	return Call{Index: i, Name: "bash", tool: "bash", Command: cmd, Result: &Result{Index: i + 1, Text: out, IsError: failed}}, true
 }
 
 // shellBlock returns the body of the last fenced block of text tagged
@@ -491,7 +494,7 @@ func (c Call) IsShell() bool {
 	if c.Command == "" {
 		return false
 	}
-	switch strings.ToLower(c.Name) {
+	switch c.tool {
 	case "str_replace_editor", "str_replace_based_edit_tool":
 		return false // "command" is the editor's verb
 	}

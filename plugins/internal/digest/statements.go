@@ -2,6 +2,9 @@ package digest
 
 import (
 	"strings"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -49,6 +52,7 @@ func OpenItems(msgs []abi.Message) []Statement {
 // assistantStatements returns Decisions and OpenItems from one pass over
 // the assistant's sentences.
 func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
+	var scratch lowerer
 	seenDecision, seenOpen := map[string]bool{}, map[string]bool{}
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -62,7 +66,7 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 			continue
 		}
 		for _, s := range sentences(textOf(m)) {
-			lower := strings.ToLower(s)
+			lower := scratch.lower(s)
 			if hasMarker(lower, decisionMarkers) {
 				decisions = appendStatement(decisions, Statement{i, s}, seenDecision)
 			}
@@ -81,9 +85,10 @@ func Constraints(msgs []abi.Message) []Statement { return constraintsOf(Requests
 func constraintsOf(reqs []Request) []Statement {
 	var out []Statement
 	seen := map[string]bool{}
+	var scratch lowerer
 	for _, r := range reqs {
 		for _, s := range sentences(r.Text) {
-			if hasMarker(strings.ToLower(s), constraintMarkers) {
+			if hasMarker(scratch.lower(s), constraintMarkers) {
 				out = appendStatement(out, Statement{r.Index, s}, seen)
 			}
 		}
@@ -111,8 +116,46 @@ func hasMarker(lower string, markers []string) bool {
 	return false
 }
 
-// textOf joins the text blocks of m.
+// lowerer lowers texts for marker matching into one buffer it reuses, as
+// strings.ToLower would (invalid UTF-8 aside, which no marker matches)
+// but without an allocation per sentence. What lower returns is only
+// valid until its next call.
+type lowerer struct{ buf []byte }
+
+func (l *lowerer) lower(s string) string {
+	i := 0
+	for i < len(s) && s[i] < utf8.RuneSelf && (s[i] < 'A' || s[i] > 'Z') {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	l.buf = append(l.buf[:0], s[:i]...)
+	for _, r := range s[i:] {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			l.buf = append(l.buf, byte(r+'a'-'A'))
+		case r < utf8.RuneSelf:
+			l.buf = append(l.buf, byte(r))
+		default:
+			l.buf = utf8.AppendRune(l.buf, unicode.ToLower(r))
+		}
+	}
+	return unsafe.String(unsafe.SliceData(l.buf), len(l.buf))
+}
+
+// textOf joins the text blocks of m. Most messages have one or none,
+// which need no joining.
 func textOf(m abi.Message) string {
+	n, only := 0, ""
+	for _, b := range m.Content {
+		if b.Type == abi.BlockText {
+			n, only = n+1, b.Text
+		}
+	}
+	if n <= 1 {
+		return only
+	}
 	var parts []string
 	for _, b := range m.Content {
 		if b.Type == abi.BlockText {
@@ -127,7 +170,7 @@ func textOf(m abi.Message) string {
 func sentences(text string) []string {
 	var out []string
 	inCode := false
-	for _, line := range strings.Split(text, "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
 		t := strings.TrimSpace(line)
 		if strings.HasPrefix(t, "```") {
 			inCode = !inCode
@@ -287,6 +330,7 @@ func Findings(msgs []abi.Message, decisions []Statement) []Statement {
 	for _, d := range decisions {
 		taken[d.Text] = true
 	}
+	var scratch lowerer
 	var out []Statement
 	seen := map[string]bool{}
 	for i, m := range msgs {
@@ -297,7 +341,7 @@ func Findings(msgs []abi.Message, decisions []Statement) []Statement {
 			if taken[s] || len(strings.Fields(s)) < 4 && !hasArtifact(s) {
 				continue
 			}
-			if hasMarker(strings.ToLower(s), findingMarkers) || hasArtifact(s) {
+			if hasMarker(scratch.lower(s), findingMarkers) || hasArtifact(s) {
 				out = appendStatement(out, Statement{i, s}, seen)
 			}
 		}
