@@ -10,7 +10,14 @@ import (
 // CountTokensRequest, CountTokensResponse) or an *Error, which makes an
 // error frame.
 func Encode(doc any) ([]byte, error) {
-	w := &frameWriter{jsonWriter: jsonWriter{b: make([]byte, 0, 128)}}
+	header, blobs := 128, 0
+	switch d := doc.(type) {
+	case *SummarizeRequest:
+		header, blobs = sizeMessages(d.Messages)
+	case *CompleteRequest:
+		header, blobs = sizeMessages(d.Messages)
+	}
+	w := &frameWriter{jsonWriter: jsonWriter{b: make([]byte, 0, header)}, blobs: make([][]byte, 0, blobs+2)}
 	w.open()
 	if e, ok := doc.(*Error); ok {
 		w.key("error")
@@ -96,6 +103,30 @@ func (w *frameWriter) body(doc any) error {
 	}
 	w.close()
 	return nil
+}
+
+// sizeMessages estimates the header and the number of blobs of a frame
+// carrying ms, so that the header of a long conversation is not copied
+// over and over as it grows (an estimate short by escapes only grows
+// it once more).
+func sizeMessages(ms []Message) (header, blobs int) {
+	header = 256
+	for _, m := range ms {
+		header += 48 + len(m.ID) + len(m.Role)
+		if m.Usage != nil {
+			header += 96
+		}
+		for _, b := range m.Content {
+			header += 64 + len(b.Type) + len(b.ID) + len(b.Name) + len(b.Input) + len(b.ToolUseID) + len(b.MediaType)
+			if b.Text != "" {
+				blobs++
+			}
+			if len(b.Data) > 0 {
+				blobs++
+			}
+		}
+	}
+	return header, blobs
 }
 
 func (w *frameWriter) messages(ms []Message) error {
