@@ -455,7 +455,11 @@ func (r *docReader) body(doc any) {
 }
 
 func (r *docReader) messages() []Message {
-	var out []Message
+	// Most messages carry a blob (a text, a tool result), and none takes
+	// fewer than 28 bytes of header: sizing the list from both spares
+	// copying it as it grows, pointers and all. The bound keeps a frame
+	// of many empty blobs from reserving more than a few megabytes.
+	out := make([]Message, 0, min(len(r.frame.blobs), len(r.b)/28, 1<<16))
 	r.array("messages", func() {
 		var m Message
 		r.object("message", func(key []byte) {
@@ -482,6 +486,9 @@ func (r *docReader) messages() []Message {
 		})
 		out = append(out, m)
 	})
+	if len(out) == 0 {
+		return nil
+	}
 	return out
 }
 

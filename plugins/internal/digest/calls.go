@@ -48,8 +48,21 @@ type Result struct {
 // has each shell block of an assistant message answered by an
 // observation counted as a call named "bash", the observation its result.
 func Calls(msgs []abi.Message) []Call {
-	var calls []Call
-	byID := map[string]int{}
+	// Sized once from the tool uses: growing them call by call copied
+	// every call again and again, and in a wasm plugin each pointer of a
+	// copy is a write barrier while the collector marks.
+	uses := 0
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			if b.Type == abi.BlockToolUse {
+				uses++
+			}
+		}
+	}
+	calls := make([]Call, 0, uses)
+	results := make([]Result, 0, uses)
+	byID := make(map[string]int, uses)
+	tools := map[string]string{} // tool names in lower case, lowered once each
 	for i, m := range msgs {
 		if c, ok := textAction(msgs, i); ok {
 			calls = append(calls, c)
@@ -58,7 +71,12 @@ func Calls(msgs []abi.Message) []Call {
 		for _, b := range m.Content {
 			switch b.Type {
 			case abi.BlockToolUse:
-				c := Call{Index: i, ID: b.ID, Name: b.Name, tool: strings.ToLower(b.Name), Raw: b.Input}
+				tool, ok := tools[b.Name]
+				if !ok {
+					tool = strings.ToLower(b.Name)
+					tools[b.Name] = tool
+				}
+				c := Call{Index: i, ID: b.ID, Name: b.Name, tool: tool, Raw: b.Input}
 				decodeInput(&c, b.Input)
 				if b.ID != "" {
 					byID[b.ID] = len(calls)
@@ -66,7 +84,8 @@ func Calls(msgs []abi.Message) []Call {
 				calls = append(calls, c)
 			case abi.BlockToolResult:
 				if j, ok := byID[b.ToolUseID]; ok && calls[j].Result == nil {
-					calls[j].Result = &Result{Index: i, Text: b.Text, IsError: b.IsError}
+					results = append(results, Result{Index: i, Text: b.Text, IsError: b.IsError})
+					calls[j].Result = &results[len(results)-1]
 				}
 			}
 		}

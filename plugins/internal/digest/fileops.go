@@ -212,7 +212,8 @@ func shellOps(cmd string, s *opSet, openFile *string) {
 		s.modify(*openFile)
 		return
 	}
-	var words []string // one buffer for the words of every simple command
+	var buf [16]string
+	words := buf[:0] // one buffer for the words of every simple command
 	for simple := range strings.FieldsFuncSeq(unquote(cmd), simpleSeparator) {
 		words = words[:0]
 		for w := range strings.FieldsSeq(simple) {

@@ -17,22 +17,22 @@ type Statement struct {
 
 var (
 	// Sentences that record a choice and, often, its reason.
-	decisionMarkers = []string{
+	decisionMarkers = newMarkerSet(
 		"decided", "decision", "instead", "rather than", "chose ", "chosen", "going with", "switch to",
 		"switched to", "the fix is", "root cause", "the approach", "approach is", "because", "so that",
-	}
+	)
 	// Sentences that leave something open wherever they appear.
-	openMarkers = []string{
+	openMarkers = newMarkerSet(
 		"todo", "fixme", "still need", "not yet", "remaining", "pending", "follow-up", "follow up",
 		"next step", "left to do", "later", "blocked",
-	}
+	)
 	// Sentences that announce work; open only when they come last.
-	intentMarkers = []string{"i'll ", "i will ", "next,", "next ", "let me ", "we need to", "need to", "going to"}
+	intentMarkers = newMarkerSet("i'll ", "i will ", "next,", "next ", "let me ", "we need to", "need to", "going to")
 	// Sentences of the user that set a rule.
-	constraintMarkers = []string{
+	constraintMarkers = newMarkerSet(
 		"must", "should", "don't", "do not", "never", "always", "make sure", "without", "only ",
 		"avoid", "no need", "required", "requirement", "keep ", "instead",
-	}
+	)
 )
 
 // Decisions returns the assistant's sentences that state a decision.
@@ -107,13 +107,32 @@ func appendStatement(list []Statement, s Statement, seen map[string]bool) []Stat
 
 // hasMarker reports whether lower, a sentence in lower case, holds one of
 // markers.
-func hasMarker(lower string, markers []string) bool {
-	for _, m := range markers {
-		if strings.Contains(lower, m) {
-			return true
+func hasMarker(lower string, markers *markerSet) bool {
+	for i := 0; i < len(lower); i++ {
+		for _, m := range markers.byFirst[lower[i]] {
+			if strings.HasPrefix(lower[i:], m) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// markerSet is a list of markers indexed by their first byte, so that
+// hasMarker reads a sentence once instead of once per marker (in a wasm
+// plugin, without the vector instructions strings.Contains has natively,
+// that was a tenth of a summary).
+type markerSet struct {
+	list    []string
+	byFirst [256][]string
+}
+
+func newMarkerSet(markers ...string) *markerSet {
+	s := &markerSet{list: markers}
+	for _, m := range markers {
+		s.byFirst[m[0]] = append(s.byFirst[m[0]], m)
+	}
+	return s
 }
 
 // lowerer lowers texts for marker matching into one buffer it reuses, as
@@ -256,8 +275,8 @@ type Decision struct {
 }
 
 var (
-	rejectMarkers = []string{"rejected", "ruled out", "decided against", "won't work", "will not work", "doesn't work", "does not work", "not an option", "abandon", "dropped the idea", "gave up on"}
-	reasonMarkers = []string{"because", "since ", "so that", "to avoid", "in order to", "as it ", "which means", "otherwise"}
+	rejectMarkers = newMarkerSet("rejected", "ruled out", "decided against", "won't work", "will not work", "doesn't work", "does not work", "not an option", "abandon", "dropped the idea", "gave up on")
+	reasonMarkers = newMarkerSet("because", "since ", "so that", "to avoid", "in order to", "as it ", "which means", "otherwise")
 	// Openings of a user's answer that turn down what was proposed.
 	refusalOpenings = []string{"no ", "no,", "no.", "nope", "don't", "do not", "dont ", "stop", "revert", "undo", "not like that", "that's wrong", "that is wrong", "wrong", "remove this", "remove that", "instead", "rather ", "never ", "not that"}
 )
@@ -315,11 +334,11 @@ func completeSentence(s string) bool {
 }
 
 // Words of a sentence that reports something found or established.
-var findingMarkers = []string{
+var findingMarkers = newMarkerSet(
 	"confirmed", "found ", "is registered", "are registered", "root cause", "the issue is", "the problem is",
 	"turns out", "pre-existing", "already broken", "caused by", "fails because", "failed because", "is defined in",
 	"lives in", "pushed", "committed", "merged", "created pr", "opened pr", "pull request", "expired", "401", "403",
-}
+)
 
 // Findings returns the assistant's sentences that report something
 // established along the way: a marker of a finding, a commit hash, a URL,

@@ -29,7 +29,7 @@ func FuzzLowererMatchesToLowerOnMarkers(f *testing.F) {
 	for _, s := range textCases {
 		f.Add(s)
 	}
-	markers := slices.Concat(decisionMarkers, openMarkers, intentMarkers, constraintMarkers, findingMarkers, []string{"i", "k", "it."})
+	markers := slices.Concat(decisionMarkers.list, openMarkers.list, intentMarkers.list, constraintMarkers.list, findingMarkers.list, []string{"i", "k", "it."})
 	var l lowerer
 	f.Fuzz(func(t *testing.T, s string) {
 		got, want := l.lower(s), strings.ToLower(s)
@@ -40,6 +40,23 @@ func FuzzLowererMatchesToLowerOnMarkers(f *testing.F) {
 		}
 		if strings.ToValidUTF8(s, "\uFFFD") == s && got != want {
 			t.Fatalf("lower(%q) = %q, want %q", s, got, want)
+		}
+	})
+}
+
+func FuzzHasMarkerIsContainsAny(f *testing.F) {
+	for _, s := range textCases {
+		f.Add(strings.ToLower(s))
+	}
+	f.Add("the root cause is x")
+	f.Add("fails because")
+	sets := []*markerSet{decisionMarkers, openMarkers, intentMarkers, constraintMarkers, findingMarkers, rejectMarkers, reasonMarkers}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, set := range sets {
+			want := slices.ContainsFunc(set.list, func(m string) bool { return strings.Contains(s, m) })
+			if got := hasMarker(s, set); got != want {
+				t.Fatalf("hasMarker(%q, %q) = %v, want %v", s, set.list, got, want)
+			}
 		}
 	})
 }
