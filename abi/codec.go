@@ -10,7 +10,14 @@ import (
 // CountTokensRequest, CountTokensResponse) or an *Error, which makes an
 // error frame.
 func Encode(doc any) ([]byte, error) {
-	w := &frameWriter{jsonWriter: jsonWriter{b: make([]byte, 0, 128)}}
+	header, blobs := 128, 0
+	switch d := doc.(type) {
+	case *SummarizeRequest:
+		header, blobs = sizeMessages(d.Messages)
+	case *CompleteRequest:
+		header, blobs = sizeMessages(d.Messages)
+	}
+	w := &frameWriter{jsonWriter: jsonWriter{b: make([]byte, 0, header)}, blobs: make([][]byte, 0, blobs+2)}
 	w.open()
 	if e, ok := doc.(*Error); ok {
 		w.key("error")
@@ -98,6 +105,30 @@ func (w *frameWriter) body(doc any) error {
 	return nil
 }
 
+// sizeMessages estimates the header and the number of blobs of a frame
+// carrying ms, so that the header of a long conversation is not copied
+// over and over as it grows (an estimate short by escapes only grows
+// it once more).
+func sizeMessages(ms []Message) (header, blobs int) {
+	header = 256
+	for _, m := range ms {
+		header += 48 + len(m.ID) + len(m.Role)
+		if m.Usage != nil {
+			header += 96
+		}
+		for _, b := range m.Content {
+			header += 64 + len(b.Type) + len(b.ID) + len(b.Name) + len(b.Input) + len(b.ToolUseID) + len(b.MediaType)
+			if b.Text != "" {
+				blobs++
+			}
+			if len(b.Data) > 0 {
+				blobs++
+			}
+		}
+	}
+	return header, blobs
+}
+
 func (w *frameWriter) messages(ms []Message) error {
 	w.key("messages")
 	w.openArray()
@@ -148,8 +179,10 @@ func (w *jsonWriter) usage(u Usage) {
 
 // Decode reads a frame into doc, a pointer to one of the documents listed
 // at Encode. If the frame is an error frame, Decode returns its *Error.
-// Byte-slice fields of doc alias frame; strings are copies. doc is only
-// changed when Decode succeeds.
+// Byte-slice fields of doc alias frame, except tool inputs; strings and
+// tool inputs are copies, made into a few shared allocations, so one of
+// them kept keeps others' bytes alive too. doc is only changed when
+// Decode succeeds.
 func Decode(frame []byte, doc any) error {
 	switch d := doc.(type) {
 	case *Info:
@@ -192,6 +225,11 @@ func decode(frame []byte, doc any) error {
 		return err
 	}
 	r := docReader{jsonReader: jsonReader{b: f.header}, frame: &f}
+	r.text.left = len(frame)
+	switch doc.(type) {
+	case *TruncateRequest, *TruncateResponse, *Info, *CountTokensResponse:
+		r.text.left = len(f.header) // their blobs are byte slices, or none
+	}
 	var (
 		errDoc  *Error
 		hasBody bool
@@ -244,6 +282,9 @@ func decode(frame []byte, doc any) error {
 type docReader struct {
 	jsonReader
 	frame *frameReader
+	// blocks is a chunk of content blocks that the messages' Content
+	// slices share, so a message costs no allocation of its own.
+	blocks []Block
 }
 
 func (r *docReader) blob(what string) []byte {
@@ -258,7 +299,7 @@ func (r *docReader) blob(what string) []byte {
 	return b
 }
 
-func (r *docReader) blobStr(what string) string { return string(r.blob(what)) }
+func (r *docReader) blobStr(what string) string { return r.text.str(r.blob(what)) }
 
 // body reads the document doc points to into it.
 func (r *docReader) body(doc any) {
@@ -414,7 +455,11 @@ func (r *docReader) body(doc any) {
 }
 
 func (r *docReader) messages() []Message {
-	var out []Message
+	// Most messages carry a blob (a text, a tool result), and none takes
+	// fewer than 28 bytes of header: sizing the list from both spares
+	// copying it as it grows, pointers and all. The bound keeps a frame
+	// of many empty blobs from reserving more than a few megabytes.
+	out := make([]Message, 0, min(len(r.frame.blobs), len(r.b)/28, 1<<16))
 	r.array("messages", func() {
 		var m Message
 		r.object("message", func(key []byte) {
@@ -424,7 +469,7 @@ func (r *docReader) messages() []Message {
 			case "role":
 				m.Role = r.str("role")
 			case "content":
-				r.array("content", func() { m.Content = append(m.Content, r.block()) })
+				m.Content = r.content()
 			case "pinned":
 				m.Pinned = r.bool("pinned")
 			case "summary":
@@ -441,11 +486,35 @@ func (r *docReader) messages() []Message {
 		})
 		out = append(out, m)
 	})
+	if len(out) == 0 {
+		return nil
+	}
 	return out
 }
 
-func (r *docReader) block() Block {
-	var b Block
+// content reads a message's blocks into the shared chunk and returns
+// them capped, so appending to one message's blocks cannot overwrite the
+// next message's. A full chunk is left to the messages that use it and a
+// twice larger one started, which takes the blocks of this message along.
+func (r *docReader) content() []Block {
+	start := len(r.blocks)
+	r.array("content", func() {
+		if len(r.blocks) == cap(r.blocks) {
+			chunk := make([]Block, 0, max(16, 2*cap(r.blocks), 2*(len(r.blocks)-start)))
+			r.blocks = append(chunk, r.blocks[start:]...)
+			start = 0
+		}
+		r.blocks = r.blocks[:len(r.blocks)+1]
+		r.block(&r.blocks[len(r.blocks)-1])
+	})
+	if len(r.blocks) == start {
+		return nil
+	}
+	return r.blocks[start:len(r.blocks):len(r.blocks)]
+}
+
+// block reads a block into b, which is zero.
+func (r *docReader) block(b *Block) {
 	r.object("block", func(key []byte) {
 		switch string(key) {
 		case "type":
@@ -470,7 +539,6 @@ func (r *docReader) block() Block {
 			r.skip()
 		}
 	})
-	return b
 }
 
 func (r *jsonReader) usage() Usage {

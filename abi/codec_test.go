@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,69 @@ func TestLargeContentTravelsUnescaped(t *testing.T) {
 	}
 	if overhead := len(frame) - len(content); overhead > 200 {
 		t.Errorf("frame overhead %d bytes, want under 200", overhead)
+	}
+}
+
+// longConversation is n messages of the shapes a session has: requests,
+// tool calls with escaped strings in their inputs, results, and replies.
+func longConversation(n int) []Message {
+	var ms []Message
+	for i := 0; len(ms) < n; i++ {
+		id := strconv.Itoa(i)
+		ms = append(ms,
+			Message{ID: "u" + id, Role: RoleUser, Content: []Block{{Type: BlockText, Text: "fix the test " + id}}},
+			Message{ID: "a" + id, Role: RoleAssistant, Usage: &Usage{InputTokens: i, OutputTokens: 1}, Content: []Block{
+				{Type: BlockText, Text: "Running it."},
+				{Type: BlockToolUse, ID: "t" + id, Name: "Bash", Input: json.RawMessage(`{"command":"go test ./... 2>&1 | grep -v \"ok\"","n":` + id + `}`)},
+			}},
+			Message{ID: "r" + id, Role: RoleUser, Content: []Block{{Type: BlockToolResult, ToolUseID: "t" + id, Text: "FAIL\n" + id}}},
+		)
+	}
+	return ms[:n]
+}
+
+// Decoding costs a few allocations per frame, not one per string or per
+// message: inside a wasm plugin each one is dear (RATIONALE.md, Offline
+// summaries).
+func TestDecodeAllocatesPerFrameNotPerString(t *testing.T) {
+	frame, err := Encode(&SummarizeRequest{Kind: FoldHistory, Messages: longConversation(3000), TargetTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(3, func() {
+		var req SummarizeRequest
+		if err := Decode(frame, &req); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// 1,000 of the messages carry usage, a pointer each.
+	if allocs > 1000+64 {
+		t.Errorf("decoding 3,000 messages made %.0f allocations, want at most %d", allocs, 1000+64)
+	}
+}
+
+// Strings and tool inputs of a decoded document are copies: the frame may
+// be overwritten (a plugin's request buffer is reused) without changing
+// them, and growing one message's blocks leaves the next message's alone.
+func TestDecodedDocumentOutlivesItsFrame(t *testing.T) {
+	want := longConversation(30)
+	frame, err := Encode(&SummarizeRequest{Kind: FoldHistory, Messages: want, TargetTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req SummarizeRequest
+	if err := Decode(frame, &req); err != nil {
+		t.Fatal(err)
+	}
+	for i := range frame {
+		frame[i] = 'x'
+	}
+	if !reflect.DeepEqual(req.Messages, want) {
+		t.Fatal("decoded messages changed with the frame")
+	}
+	req.Messages[0].Content = append(req.Messages[0].Content, Block{Type: BlockText, Text: "appended"})
+	if !reflect.DeepEqual(req.Messages[1:], want[1:]) {
+		t.Fatal("appending to one message's blocks changed another message")
 	}
 }
 

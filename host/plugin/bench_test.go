@@ -1,3 +1,5 @@
+//go:build unix
+
 package plugin
 
 import (
@@ -6,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/formats"
@@ -161,27 +165,43 @@ var transportNames = []string{"inprocess", "wasm"}
 
 // benchTransports runs call on each transport as a sub-benchmark. Each
 // wasm sub-benchmark also reports its time as a multiple of the
-// in-process one run just before it (x-inprocess).
+// in-process one run just before it (x-inprocess). Both also report the
+// CPU time of the process per call (cpu-ns/op) and the wasm one its
+// multiple of the in-process one (x-inprocess-cpu): on a shared machine
+// wall time measures the queue, CPU time the work.
 func benchTransports(b *testing.B, ps []*Plugin, bytes int, call func(*Plugin) error) {
-	var inprocess float64
+	var inprocess, inprocessCPU float64
 	for i, p := range ps {
 		b.Run("transport="+transportNames[i], func(b *testing.B) {
 			if bytes > 0 {
 				b.SetBytes(int64(bytes))
 			}
+			cpu := processCPU()
 			for b.Loop() {
 				if err := call(p); err != nil {
 					b.Fatal(err)
 				}
 			}
 			perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			cpuPerOp := float64((processCPU() - cpu).Nanoseconds()) / float64(b.N)
+			b.ReportMetric(cpuPerOp, "cpu-ns/op")
 			if i == 0 {
-				inprocess = perOp
+				inprocess, inprocessCPU = perOp, cpuPerOp
 			} else if inprocess > 0 {
 				b.ReportMetric(perOp/inprocess, "x-inprocess")
+				b.ReportMetric(cpuPerOp/inprocessCPU, "x-inprocess-cpu")
 			}
 		})
 	}
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkBuiltinTruncate10MiB cuts a 10 MiB output of each category of

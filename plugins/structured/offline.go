@@ -2,6 +2,7 @@ package structured
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/compact-host/compact-host/abi"
@@ -399,7 +400,7 @@ func narrative(f *digest.Facts, prev map[string][]string) digest.Part {
 		if f.HasRequest && t.Start == f.Latest.Index {
 			line = t.LineAs("User: the request in progress, quoted above.", 200)
 		}
-		p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("%d. %s", i+1, line), Keep: keep, Header: header})
+		p.Items = append(p.Items, digest.Item{Text: strconv.Itoa(i+1) + ". " + line, Keep: keep, Header: header})
 	}
 	return findings(f, p)
 }

@@ -18,6 +18,9 @@ type Call struct {
 	Index int
 	ID    string
 	Name  string
+	// tool is Name in lower case, as the digest compares names: lowering
+	// it at each comparison was an allocation each time.
+	tool string
 	// Input holds the members of a tool input that is a JSON object:
 	// strings, arrays as the []any of their string elements (others nil),
 	// every other value nil. Nil for any other input.
@@ -45,8 +48,21 @@ type Result struct {
 // has each shell block of an assistant message answered by an
 // observation counted as a call named "bash", the observation its result.
 func Calls(msgs []abi.Message) []Call {
-	var calls []Call
-	byID := map[string]int{}
+	// Sized once from the tool uses: growing them call by call copied
+	// every call again and again, and in a wasm plugin each pointer of a
+	// copy is a write barrier while the collector marks.
+	uses := 0
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			if b.Type == abi.BlockToolUse {
+				uses++
+			}
+		}
+	}
+	calls := make([]Call, 0, uses)
+	results := make([]Result, 0, uses)
+	byID := make(map[string]int, uses)
+	tools := map[string]string{} // tool names in lower case, lowered once each
 	for i, m := range msgs {
 		if c, ok := textAction(msgs, i); ok {
 			calls = append(calls, c)
@@ -55,7 +71,12 @@ func Calls(msgs []abi.Message) []Call {
 		for _, b := range m.Content {
 			switch b.Type {
 			case abi.BlockToolUse:
-				c := Call{Index: i, ID: b.ID, Name: b.Name, Raw: b.Input}
+				tool, ok := tools[b.Name]
+				if !ok {
+					tool = strings.ToLower(b.Name)
+					tools[b.Name] = tool
+				}
+				c := Call{Index: i, ID: b.ID, Name: b.Name, tool: tool, Raw: b.Input}
 				decodeInput(&c, b.Input)
 				if b.ID != "" {
 					byID[b.ID] = len(calls)
@@ -63,7 +84,8 @@ func Calls(msgs []abi.Message) []Call {
 				calls = append(calls, c)
 			case abi.BlockToolResult:
 				if j, ok := byID[b.ToolUseID]; ok && calls[j].Result == nil {
-					calls[j].Result = &Result{Index: i, Text: b.Text, IsError: b.IsError}
+					results = append(results, Result{Index: i, Text: b.Text, IsError: b.IsError})
+					calls[j].Result = &results[len(results)-1]
 				}
 			}
 		}
@@ -90,7 +112,7 @@ func textAction(msgs []abi.Message, i int) (Call, bool) {
 	}
 	out := textOf(msgs[i+1])
 	failed := strings.HasPrefix(strings.TrimSpace(out), "<returncode>") && !strings.HasPrefix(strings.TrimSpace(out), "<returncode>0</returncode>")
-	return Call{Index: i, Name: "bash", Command: cmd, Result: &Result{Index: i + 1, Text: out, IsError: failed}}, true
+	return Call{Index: i, Name: "bash", tool: "bash", Command: cmd, Result: &Result{Index: i + 1, Text: out, IsError: failed}}, true
 }
 
 // shellBlock returns the body of the last fenced block of text tagged
@@ -491,7 +513,7 @@ func (c Call) IsShell() bool {
 	if c.Command == "" {
 		return false
 	}
-	switch strings.ToLower(c.Name) {
+	switch c.tool {
 	case "str_replace_editor", "str_replace_based_edit_tool":
 		return false // "command" is the editor's verb
 	}

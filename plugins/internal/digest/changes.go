@@ -44,7 +44,7 @@ func Changes(calls []Call) []FileChange {
 		if c.Result != nil && c.Result.IsError {
 			continue // a failed edit changed nothing
 		}
-		name := strings.ToLower(c.Name)
+		name := c.tool
 		if patch := patchText(c); patch != "" {
 			for _, h := range patchHunks(patch) {
 				fc := get(h.path)

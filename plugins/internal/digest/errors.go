@@ -39,7 +39,7 @@ func errorsOf(msgs []abi.Message, calls []Call) []ErrorNote {
 		switch {
 		case r.IsError:
 			text = errorExcerpt(r.Text, true)
-		case c.IsShell() || strings.Contains(strings.ToLower(c.Name), "bash") || strings.Contains(strings.ToLower(c.Name), "shell"):
+		case c.IsShell() || strings.Contains(c.tool, "bash") || strings.Contains(c.tool, "shell"):
 			text = errorExcerpt(r.Text, false)
 		}
 		if text != "" {

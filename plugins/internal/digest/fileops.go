@@ -110,7 +110,7 @@ func cleanPath(p string) string {
 // callOps records what one call did to files. openFile carries SWE-agent's
 // notion of the open file from one call to the next.
 func callOps(c Call, s *opSet, openFile *string) {
-	name := strings.ToLower(c.Name)
+	name := c.tool
 	if patch := patchText(c); patch != "" {
 		for _, p := range PatchFiles(patch) {
 			s.modify(p)
@@ -188,8 +188,15 @@ func PatchFiles(patch string) []string {
 // SWE-agent's interface (open, create, edit).
 func shellOps(cmd string, s *opSet, openFile *string) {
 	cmd = stripHeredocs(cmd)
-	first := strings.Fields(cmd)
-	if len(first) >= 2 {
+	var first [2]string
+	n := 0
+	for w := range strings.FieldsSeq(cmd) {
+		first[n] = w
+		if n++; n == len(first) {
+			break
+		}
+	}
+	if n == 2 {
 		switch first[0] {
 		case "open":
 			*openFile = first[1]
@@ -201,12 +208,17 @@ func shellOps(cmd string, s *opSet, openFile *string) {
 			return
 		}
 	}
-	if len(first) >= 1 && first[0] == "edit" && *openFile != "" {
+	if n >= 1 && first[0] == "edit" && *openFile != "" {
 		s.modify(*openFile)
 		return
 	}
-	for _, simple := range splitSimple(unquote(cmd)) {
-		words := strings.Fields(simple)
+	var buf [16]string
+	words := buf[:0] // one buffer for the words of every simple command
+	for simple := range strings.FieldsFuncSeq(unquote(cmd), simpleSeparator) {
+		words = words[:0]
+		for w := range strings.FieldsSeq(simple) {
+			words = append(words, w)
+		}
 		for i := 0; i < len(words); i++ {
 			w := words[i]
 			target := ""
@@ -278,7 +290,11 @@ const quoted = "\x00q"
 // unquote replaces every quoted string of a shell command by the word
 // quoted, so that operators inside quotes are not read as operators.
 func unquote(cmd string) string {
+	if !strings.ContainsAny(cmd, `'"`) {
+		return cmd
+	}
 	var b strings.Builder
+	b.Grow(len(cmd) + 8)
 	for i := 0; i < len(cmd); i++ {
 		ch := cmd[i]
 		if ch == '\'' || ch == '"' {
@@ -295,11 +311,9 @@ func unquote(cmd string) string {
 	return b.String()
 }
 
-// splitSimple splits a command line into simple commands at ; & | and newlines.
-func splitSimple(cmd string) []string {
-	return strings.FieldsFunc(cmd, func(r rune) bool {
-		return r == ';' || r == '&' || r == '|' || r == '\n' || r == '(' || r == ')'
-	})
+// simpleSeparator splits a command line into simple commands at ; & | and newlines.
+func simpleSeparator(r rune) bool {
+	return r == ';' || r == '&' || r == '|' || r == '\n' || r == '(' || r == ')'
 }
 
 // stripHeredocs drops the bodies of here-documents, keeping the lines that
@@ -337,8 +351,16 @@ func pathLike(w string) bool {
 	if w == "" || w == quoted || strings.HasPrefix(w, "/dev/") || strings.HasPrefix(w, "&") || strings.HasPrefix(w, "$") || strings.HasPrefix(w, "-") {
 		return false
 	}
-	if _, err := strconv.ParseFloat(w, 64); err == nil {
+	if !strings.ContainsAny(w, "./") || strings.ContainsAny(w, "<>*?{}`=\x00") {
 		return false
 	}
-	return strings.ContainsAny(w, "./") && !strings.ContainsAny(w, "<>*?{}`=\x00")
+	// A number is not a path. Only a word opening as a number can be one
+	// (with "./" in it, not Inf or NaN), and ParseFloat's error for any
+	// other word was an allocation.
+	if c := w[0]; c == '.' || c == '+' || c >= '0' && c <= '9' {
+		if _, err := strconv.ParseFloat(w, 64); err == nil {
+			return false
+		}
+	}
+	return true
 }

@@ -20,7 +20,7 @@ type PlanStep struct {
 func Plan(calls []Call) (steps []PlanStep, ok bool) {
 	last := -1
 	for i := len(calls) - 1; i >= 0; i-- {
-		switch strings.ToLower(calls[i].Name) {
+		switch calls[i].tool {
 		case "todowrite", "update_plan", "todo_write", "update_todos":
 			last = i
 		}
@@ -30,7 +30,7 @@ func Plan(calls []Call) (steps []PlanStep, ok bool) {
 	}
 	var tasks []PlanStep
 	for i, c := range calls {
-		switch strings.ToLower(c.Name) {
+		switch c.tool {
 		case "taskcreate":
 			if i < last {
 				continue
@@ -183,8 +183,7 @@ func Resolve(calls []Call, errs []ErrorNote) []Resolution {
 // mainCommand is the first simple command of a command line that does
 // more than set up ("cd x && go test ./... | tail" runs go test).
 func mainCommand(cmd string) string {
-	r := strings.NewReplacer("&&", "\n", "||", "\n", ";", "\n")
-	for _, seg := range strings.Split(r.Replace(stripHeredocs(cmd)), "\n") {
+	for seg := range commandSegments(stripHeredocs(cmd)) {
 		seg, _, _ = strings.Cut(seg, "|")
 		t := strings.TrimSpace(seg)
 		switch w, _, _ := strings.Cut(t, " "); w {
@@ -194,6 +193,32 @@ func mainCommand(cmd string) string {
 		return t
 	}
 	return cmd
+}
+
+// commandSegments yields the parts of a command line between "&&", "||",
+// ";" and newlines, the empty ones too, reading left to right.
+func commandSegments(cmd string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		start := 0
+		for i := 0; i < len(cmd); i++ {
+			n := 0
+			switch c := cmd[i]; {
+			case c == ';' || c == '\n':
+				n = 1
+			case (c == '&' || c == '|') && i+1 < len(cmd) && cmd[i+1] == c:
+				n = 2
+			}
+			if n == 0 {
+				continue
+			}
+			if !yield(cmd[start:i]) {
+				return
+			}
+			i += n - 1
+			start = i + 1
+		}
+		yield(cmd[start:])
+	}
 }
 
 // lookup reports whether a command only looks for something (a search

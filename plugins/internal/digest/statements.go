@@ -2,6 +2,9 @@ package digest
 
 import (
 	"strings"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -14,22 +17,22 @@ type Statement struct {
 
 var (
 	// Sentences that record a choice and, often, its reason.
-	decisionMarkers = []string{
+	decisionMarkers = newMarkerSet(
 		"decided", "decision", "instead", "rather than", "chose ", "chosen", "going with", "switch to",
 		"switched to", "the fix is", "root cause", "the approach", "approach is", "because", "so that",
-	}
+	)
 	// Sentences that leave something open wherever they appear.
-	openMarkers = []string{
+	openMarkers = newMarkerSet(
 		"todo", "fixme", "still need", "not yet", "remaining", "pending", "follow-up", "follow up",
 		"next step", "left to do", "later", "blocked",
-	}
+	)
 	// Sentences that announce work; open only when they come last.
-	intentMarkers = []string{"i'll ", "i will ", "next,", "next ", "let me ", "we need to", "need to", "going to"}
+	intentMarkers = newMarkerSet("i'll ", "i will ", "next,", "next ", "let me ", "we need to", "need to", "going to")
 	// Sentences of the user that set a rule.
-	constraintMarkers = []string{
+	constraintMarkers = newMarkerSet(
 		"must", "should", "don't", "do not", "never", "always", "make sure", "without", "only ",
 		"avoid", "no need", "required", "requirement", "keep ", "instead",
-	}
+	)
 )
 
 // Decisions returns the assistant's sentences that state a decision.
@@ -49,6 +52,7 @@ func OpenItems(msgs []abi.Message) []Statement {
 // assistantStatements returns Decisions and OpenItems from one pass over
 // the assistant's sentences.
 func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
+	var scratch lowerer
 	seenDecision, seenOpen := map[string]bool{}, map[string]bool{}
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -62,7 +66,7 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 			continue
 		}
 		for _, s := range sentences(textOf(m)) {
-			lower := strings.ToLower(s)
+			lower := scratch.lower(s)
 			if hasMarker(lower, decisionMarkers) {
 				decisions = appendStatement(decisions, Statement{i, s}, seenDecision)
 			}
@@ -81,9 +85,10 @@ func Constraints(msgs []abi.Message) []Statement { return constraintsOf(Requests
 func constraintsOf(reqs []Request) []Statement {
 	var out []Statement
 	seen := map[string]bool{}
+	var scratch lowerer
 	for _, r := range reqs {
 		for _, s := range sentences(r.Text) {
-			if hasMarker(strings.ToLower(s), constraintMarkers) {
+			if hasMarker(scratch.lower(s), constraintMarkers) {
 				out = appendStatement(out, Statement{r.Index, s}, seen)
 			}
 		}
@@ -102,17 +107,74 @@ func appendStatement(list []Statement, s Statement, seen map[string]bool) []Stat
 
 // hasMarker reports whether lower, a sentence in lower case, holds one of
 // markers.
-func hasMarker(lower string, markers []string) bool {
-	for _, m := range markers {
-		if strings.Contains(lower, m) {
-			return true
+func hasMarker(lower string, markers *markerSet) bool {
+	for i := 0; i < len(lower); i++ {
+		for _, m := range markers.byFirst[lower[i]] {
+			if strings.HasPrefix(lower[i:], m) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// textOf joins the text blocks of m.
+// markerSet is a list of markers indexed by their first byte, so that
+// hasMarker reads a sentence once instead of once per marker (in a wasm
+// plugin, without the vector instructions strings.Contains has natively,
+// that was a tenth of a summary).
+type markerSet struct {
+	list    []string
+	byFirst [256][]string
+}
+
+func newMarkerSet(markers ...string) *markerSet {
+	s := &markerSet{list: markers}
+	for _, m := range markers {
+		s.byFirst[m[0]] = append(s.byFirst[m[0]], m)
+	}
+	return s
+}
+
+// lowerer lowers texts for marker matching into one buffer it reuses, as
+// strings.ToLower would (invalid UTF-8 aside, which no marker matches)
+// but without an allocation per sentence. What lower returns is only
+// valid until its next call.
+type lowerer struct{ buf []byte }
+
+func (l *lowerer) lower(s string) string {
+	i := 0
+	for i < len(s) && s[i] < utf8.RuneSelf && (s[i] < 'A' || s[i] > 'Z') {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	l.buf = append(l.buf[:0], s[:i]...)
+	for _, r := range s[i:] {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			l.buf = append(l.buf, byte(r+'a'-'A'))
+		case r < utf8.RuneSelf:
+			l.buf = append(l.buf, byte(r))
+		default:
+			l.buf = utf8.AppendRune(l.buf, unicode.ToLower(r))
+		}
+	}
+	return unsafe.String(unsafe.SliceData(l.buf), len(l.buf))
+}
+
+// textOf joins the text blocks of m. Most messages have one or none,
+// which need no joining.
 func textOf(m abi.Message) string {
+	n, only := 0, ""
+	for _, b := range m.Content {
+		if b.Type == abi.BlockText {
+			n, only = n+1, b.Text
+		}
+	}
+	if n <= 1 {
+		return only
+	}
 	var parts []string
 	for _, b := range m.Content {
 		if b.Type == abi.BlockText {
@@ -127,7 +189,7 @@ func textOf(m abi.Message) string {
 func sentences(text string) []string {
 	var out []string
 	inCode := false
-	for _, line := range strings.Split(text, "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
 		t := strings.TrimSpace(line)
 		if strings.HasPrefix(t, "```") {
 			inCode = !inCode
@@ -213,8 +275,8 @@ type Decision struct {
 }
 
 var (
-	rejectMarkers = []string{"rejected", "ruled out", "decided against", "won't work", "will not work", "doesn't work", "does not work", "not an option", "abandon", "dropped the idea", "gave up on"}
-	reasonMarkers = []string{"because", "since ", "so that", "to avoid", "in order to", "as it ", "which means", "otherwise"}
+	rejectMarkers = newMarkerSet("rejected", "ruled out", "decided against", "won't work", "will not work", "doesn't work", "does not work", "not an option", "abandon", "dropped the idea", "gave up on")
+	reasonMarkers = newMarkerSet("because", "since ", "so that", "to avoid", "in order to", "as it ", "which means", "otherwise")
 	// Openings of a user's answer that turn down what was proposed.
 	refusalOpenings = []string{"no ", "no,", "no.", "nope", "don't", "do not", "dont ", "stop", "revert", "undo", "not like that", "that's wrong", "that is wrong", "wrong", "remove this", "remove that", "instead", "rather ", "never ", "not that"}
 )
@@ -272,11 +334,11 @@ func completeSentence(s string) bool {
 }
 
 // Words of a sentence that reports something found or established.
-var findingMarkers = []string{
+var findingMarkers = newMarkerSet(
 	"confirmed", "found ", "is registered", "are registered", "root cause", "the issue is", "the problem is",
 	"turns out", "pre-existing", "already broken", "caused by", "fails because", "failed because", "is defined in",
 	"lives in", "pushed", "committed", "merged", "created pr", "opened pr", "pull request", "expired", "401", "403",
-}
+)
 
 // Findings returns the assistant's sentences that report something
 // established along the way: a marker of a finding, a commit hash, a URL,
@@ -287,6 +349,7 @@ func Findings(msgs []abi.Message, decisions []Statement) []Statement {
 	for _, d := range decisions {
 		taken[d.Text] = true
 	}
+	var scratch lowerer
 	var out []Statement
 	seen := map[string]bool{}
 	for i, m := range msgs {
@@ -297,7 +360,7 @@ func Findings(msgs []abi.Message, decisions []Statement) []Statement {
 			if taken[s] || len(strings.Fields(s)) < 4 && !hasArtifact(s) {
 				continue
 			}
-			if hasMarker(strings.ToLower(s), findingMarkers) || hasArtifact(s) {
+			if hasMarker(scratch.lower(s), findingMarkers) || hasArtifact(s) {
 				out = appendStatement(out, Statement{i, s}, seen)
 			}
 		}

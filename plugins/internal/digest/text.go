@@ -2,6 +2,7 @@ package digest
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -69,8 +70,73 @@ func tailRunes(s string, n int) string {
 	return s[i:]
 }
 
-// OneLine collapses runs of whitespace (newlines included) into one space.
-func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// OneLine collapses runs of whitespace (newlines included) into one space,
+// as strings.Join(strings.Fields(s), " ") does. It runs for every item of
+// a summary; a text already on one line comes back without a copy, any
+// other is built with one allocation.
+func OneLine(s string) string {
+	if onOneLine(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		n, space := spaceAt(s, i)
+		if space {
+			i += n
+			continue
+		}
+		j := i + n
+		for j < len(s) {
+			m, space := spaceAt(s, j)
+			if space {
+				break
+			}
+			j += m
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s[i:j])
+		i = j
+	}
+	return b.String()
+}
+
+// onOneLine reports whether OneLine would return s as it is: no space but
+// single ASCII spaces between words.
+func onOneLine(s string) bool {
+	afterSpace := true // a leading space is one to drop
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c > ' ' && c < utf8.RuneSelf:
+			afterSpace = false
+		case c == ' ':
+			if afterSpace {
+				return false
+			}
+			afterSpace = true
+		default:
+			n, space := spaceAt(s, i)
+			if space {
+				return false
+			}
+			afterSpace = false
+			i += n - 1
+		}
+	}
+	return !afterSpace || s == ""
+}
+
+// spaceAt returns the length of the rune at s[i] and whether it is white
+// space to strings.Fields.
+func spaceAt(s string, i int) (int, bool) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return 1, c == ' ' || c >= '\t' && c <= '\r'
+	}
+	r, n := utf8.DecodeRuneInString(s[i:])
+	return n, unicode.IsSpace(r)
+}
 
 // FirstSentence returns the first sentence of s on one line, clipped to max bytes.
 func FirstSentence(s string, max int) string {

@@ -2,7 +2,8 @@ package digest
 
 import (
 	"fmt"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/compact-host/compact-host/abi"
@@ -28,11 +29,11 @@ func CountTools(calls []Call) []ToolCount {
 	for n, c := range counts {
 		out = append(out, ToolCount{n, c})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
+	slices.SortFunc(out, func(a, b ToolCount) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
 		}
-		return out[i].Name < out[j].Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	return out
 }
@@ -41,7 +42,7 @@ func CountTools(calls []Call) []ToolCount {
 func FormatTools(counts []ToolCount) string {
 	parts := make([]string, len(counts))
 	for i, c := range counts {
-		parts[i] = fmt.Sprintf("%s ×%d", c.Name, c.Count)
+		parts[i] = c.Name + " ×" + strconv.Itoa(c.Count)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -137,16 +138,26 @@ func (t Turn) LineAs(lead string, max int) string {
 	var b strings.Builder
 	b.WriteString(lead)
 	if len(t.Tools) > 0 {
-		fmt.Fprintf(&b, " Tools: %s.", FormatTools(t.Tools))
+		b.WriteString(" Tools: ")
+		b.WriteString(FormatTools(t.Tools))
+		b.WriteByte('.')
 	}
 	if len(t.Modified) > 0 {
-		fmt.Fprintf(&b, " Modified %s.", codeList(t.Modified, 6))
+		b.WriteString(" Modified ")
+		b.WriteString(codeList(t.Modified, 6))
+		b.WriteByte('.')
 	}
 	if t.Errors > 0 {
-		fmt.Fprintf(&b, " %d error%s.", t.Errors, plural(t.Errors))
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa(t.Errors))
+		b.WriteString(" error")
+		b.WriteString(plural(t.Errors))
+		b.WriteByte('.')
 	}
 	if t.Outcome != "" {
-		fmt.Fprintf(&b, " Assistant: “%s”", Plain(Gist(t.Outcome, max)))
+		b.WriteString(" Assistant: “")
+		b.WriteString(Plain(Gist(t.Outcome, max)))
+		b.WriteString("”")
 	}
 	return b.String()
 }
