@@ -31,7 +31,7 @@ POST /v1/compact
                "keep_recent_tokens": newest history kept verbatim
                "focus":              what the summary must keep (at most 8 KiB)
                "threshold":          compact only at this share of the budget (0-1)
-               "thresholds":         {"prune","compact","overhead_reserve","emergency"}
+               "thresholds":         {"prune","compact","overhead_reserve","emergency","min_savings"}
                "dry_run":            plan only: no session in the answer}}
   200 {"session": the compacted session in output_format (absent on a dry run),
        "messages": the compacted context to send: an array of messages in
