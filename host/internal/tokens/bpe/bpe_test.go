@@ -108,6 +108,15 @@ func (r reference) check(t *testing.T, s string) (unchecked int) {
 	return unchecked
 }
 
+// tokens returns the tokens of e in rank order.
+func tokens(e *Encoding) []string {
+	var toks []string
+	for i := 0; i < len(e.data); i += 1 + int(e.data[i]) {
+		toks = append(toks, e.data[i+1:i+1+int(e.data[i])])
+	}
+	return toks
+}
+
 // The committed vocabularies are what the generator writes, and every
 // token is found at its rank.
 func TestVocabularyIsGenerated(t *testing.T) {
@@ -119,9 +128,8 @@ func TestVocabularyIsGenerated(t *testing.T) {
 	}
 	for _, r := range references(t) {
 		v := r.enc.load()
-		for rank := range uint32(len(v.start)) {
-			tok := v.token(rank)
-			if got := v.rank(tok); got != rank {
+		for rank, tok := range tokens(r.enc) {
+			if got := v.rank(tok); got != uint32(rank) {
 				t.Fatalf("%s: token %q has rank %d, found %d", r.enc.Name(), tok, rank, got)
 			}
 			ids, _, err := r.codec.Encode(tok)
@@ -193,12 +201,13 @@ func TestMergeHeapMatchesScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, r := range references(t) {
 		v := r.enc.load()
+		toks := tokens(r.enc)
 		for range 3000 {
 			var b strings.Builder
 			for b.Len() < 2+rng.IntN(scanMax-2) {
 				switch rng.IntN(3) {
 				case 0:
-					b.WriteString(v.token(uint32(rng.IntN(len(v.start)))))
+					b.WriteString(toks[rng.IntN(len(toks))])
 				case 1:
 					b.WriteByte(byte(rng.IntN(256)))
 				default:
@@ -294,5 +303,44 @@ func FuzzCount(f *testing.F) {
 		for _, r := range refs {
 			r.check(t, s)
 		}
+	})
+}
+
+// BenchmarkCount counts every fourth string of the corpus (about 2 MB),
+// here and with tiktoken-go, in one run.
+func BenchmarkCount(b *testing.B) {
+	texts := corpusTexts(b)
+	var sample []string
+	size := 0
+	for i := 0; i < len(texts); i += 4 {
+		sample = append(sample, texts[i])
+		size += len(texts[i])
+	}
+	for _, r := range references(b) {
+		r.enc.Count("warm up")
+		_, _ = r.codec.Count("warm up")
+		b.Run(r.enc.Name()+"/bpe", func(b *testing.B) {
+			reportCPU(b, size, func() {
+				for _, s := range sample {
+					r.enc.Count(s)
+				}
+			})
+		})
+		b.Run(r.enc.Name()+"/tiktoken-go", func(b *testing.B) {
+			reportCPU(b, size, func() {
+				for _, s := range sample {
+					_, _ = r.codec.Count(s)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkLoad builds the lookup table of o200k_base, the work of the
+// first count.
+func BenchmarkLoad(b *testing.B) {
+	reportCPU(b, 0, func() {
+		e := &Encoding{name: o200k.name, data: o200k.data, split: o200k.split}
+		e.Count("x")
 	})
 }

@@ -1,43 +1,50 @@
 package bpe
 
 import (
+	"fmt"
 	"hash/maphash"
 	"math/bits"
 )
 
-// table maps a token's bytes to its rank with open addressing: a slot
-// holds the upper 32 bits of the token's hash and its rank plus one (0 is
-// an empty slot), so most misses are decided without reading the token.
-// At under 40% load a lookup reads one or two slots.
+// table maps a token's bytes to its rank with open addressing. A slot
+// packs the upper bits of the token's hash, where the token starts in
+// data and its rank plus one (0 is an empty slot): a miss is decided
+// from the slot alone, a hit reads the token once. At under 40% load a
+// lookup reads one or two slots.
 type table struct {
-	data  string   // the embedded file: a length byte, then the token
-	start []uint32 // start[r] is where token r begins in data
-	slots []uint64
-	mask  uint64
-	seed  maphash.Seed
+	data    string // the embedded file: a length byte, then the token
+	slots   []uint64
+	mask    uint64
+	seed    maphash.Seed
+	offBits uint // slot bits [rankBits, rankBits+offBits) are the offset
+	keyBits uint // slot bits from rankBits+offBits are the hash's top
+	rankMax uint64
 }
 
 const noRank = ^uint32(0)
 
-func (v *table) init(data string) {
+func (t *table) init(data string) {
 	n := 0
 	for i := 0; i < len(data); i += 1 + int(data[i]) {
 		n++
 	}
-	v.data = data
-	v.start = make([]uint32, n)
+	t.data = data
 	size := 1 << bits.Len(uint(n)*2)
-	v.slots = make([]uint64, size)
-	v.mask = uint64(size - 1)
-	v.seed = maphash.MakeSeed()
-	r := 0
+	t.slots = make([]uint64, size)
+	t.mask = uint64(size - 1)
+	t.seed = maphash.MakeSeed()
+	t.rankMax = 1<<bits.Len(uint(n)) - 1
+	t.offBits = uint(bits.Len(uint(len(data))))
+	t.keyBits = 64 - uint(bits.Len64(t.rankMax)) - t.offBits
+	if t.keyBits < 16 {
+		panic(fmt.Sprintf("bpe: %d tokens in %d bytes leave %d bits of hash in a slot", n, len(data), t.keyBits))
+	}
+	r := uint64(0)
 	for i := 0; i < len(data); i += 1 + int(data[i]) {
-		v.start[r] = uint32(i + 1)
-		tok := data[i+1 : i+1+int(data[i])]
-		h := maphash.String(v.seed, tok)
-		for k := h & v.mask; ; k = (k + 1) & v.mask {
-			if v.slots[k] == 0 {
-				v.slots[k] = h&^0xffffffff | uint64(r+1)
+		h := maphash.String(t.seed, data[i+1:i+1+int(data[i])])
+		for k := h & t.mask; ; k = (k + 1) & t.mask {
+			if t.slots[k] == 0 {
+				t.slots[k] = h>>(64-t.keyBits)<<(64-t.keyBits) | uint64(i+1)<<bits.Len64(t.rankMax) | (r + 1)
 				break
 			}
 		}
@@ -45,27 +52,23 @@ func (v *table) init(data string) {
 	}
 }
 
-// token returns the bytes of rank r.
-func (v *table) token(r uint32) string {
-	i := v.start[r]
-	return v.data[i : i+uint32(v.data[i-1])]
-}
-
 // rank returns the rank of tok, or noRank if tok is not a token.
-func (v *table) rank(tok string) uint32 {
+func (t *table) rank(tok string) uint32 {
 	if len(tok) > 255 {
 		return noRank
 	}
-	h := maphash.String(v.seed, tok)
-	for k := h & v.mask; ; k = (k + 1) & v.mask {
-		s := v.slots[k]
+	h := maphash.String(t.seed, tok)
+	key := h >> (64 - t.keyBits)
+	rankBits := 64 - t.keyBits - t.offBits
+	for k := h & t.mask; ; k = (k + 1) & t.mask {
+		s := t.slots[k]
 		if s == 0 {
 			return noRank
 		}
-		if s>>32 == h>>32 {
-			r := uint32(s) - 1
-			if v.token(r) == tok {
-				return r
+		if s>>(64-t.keyBits) == key {
+			i := s >> rankBits & (1<<t.offBits - 1)
+			if int(t.data[i-1]) == len(tok) && t.data[i:i+uint64(len(tok))] == tok {
+				return uint32(s&t.rankMax) - 1
 			}
 		}
 	}
