@@ -338,6 +338,27 @@ func BenchmarkCount(b *testing.B) {
 
 // BenchmarkLoad builds the lookup table of o200k_base, the work of the
 // first count.
+// reportCPU runs f b.N times and reports, beside the wall clock, its CPU
+// time per op and the throughput that gives for size bytes per op.
+func reportCPU(b *testing.B, size int, f func()) {
+	b.ReportAllocs()
+	if size > 0 {
+		b.SetBytes(int64(size))
+	}
+	start := processCPU()
+	for b.Loop() {
+		f()
+	}
+	cpu := processCPU() - start
+	if start < 0 || cpu <= 0 {
+		return
+	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	if size > 0 {
+		b.ReportMetric(float64(size)*float64(b.N)/cpu.Seconds()/1e6, "MB/cpu-s")
+	}
+}
+
 func BenchmarkLoad(b *testing.B) {
 	reportCPU(b, 0, func() {
 		e := &Encoding{name: o200k.name, data: o200k.data, split: o200k.split}
