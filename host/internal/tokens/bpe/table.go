@@ -39,16 +39,39 @@ func (t *table) init(data string) {
 	if t.keyBits < 16 {
 		panic(fmt.Sprintf("bpe: %d tokens in %d bytes leave %d bits of hash in a slot", n, len(data), t.keyBits))
 	}
-	r := uint64(0)
+	// Slots are filled in the order of their home slot, a block at a
+	// time, so the writes stay in cache: taken in rank order they land
+	// at random in a table of megabytes. Linear probing does not care
+	// about the order of insertion.
+	const blockBits = 11
+	hashes := make([]uint64, n)
+	offsets := make([]uint32, n)
+	blocks := make([]int32, size>>blockBits+1)
+	r := 0
 	for i := 0; i < len(data); i += 1 + int(data[i]) {
 		h := maphash.String(t.seed, data[i+1:i+1+int(data[i])])
+		hashes[r], offsets[r] = h, uint32(i+1)
+		blocks[(h&t.mask)>>blockBits+1]++
+		r++
+	}
+	for b := 1; b < len(blocks); b++ {
+		blocks[b] += blocks[b-1]
+	}
+	order := make([]int32, n)
+	for r, h := range hashes {
+		b := (h & t.mask) >> blockBits
+		order[blocks[b]] = int32(r)
+		blocks[b]++
+	}
+	rankBits := uint(bits.Len64(t.rankMax))
+	for _, r := range order {
+		h := hashes[r]
 		for k := h & t.mask; ; k = (k + 1) & t.mask {
 			if t.slots[k] == 0 {
-				t.slots[k] = h>>(64-t.keyBits)<<(64-t.keyBits) | uint64(i+1)<<bits.Len64(t.rankMax) | (r + 1)
+				t.slots[k] = h>>(64-t.keyBits)<<(64-t.keyBits) | uint64(offsets[r])<<rankBits | uint64(r+1)
 				break
 			}
 		}
-		r++
 	}
 }
 
