@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -250,9 +251,9 @@ func corpusTexts(tb testing.TB) []string {
 				walk(e)
 			}
 		case map[string]any:
-			for k, e := range v {
+			for _, k := range slices.Sorted(maps.Keys(v)) {
 				texts = append(texts, k)
-				walk(e)
+				walk(v[k])
 			}
 		}
 	}
