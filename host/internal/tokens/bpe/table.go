@@ -7,19 +7,27 @@ import (
 )
 
 // table maps a token's bytes to its rank with open addressing. A slot
-// packs the upper bits of the token's hash, where the token starts in
-// data and its rank plus one (0 is an empty slot): a miss is decided
-// from the slot alone, a hit reads the token once. At under 40% load a
-// lookup reads one or two slots.
+// packs the top bits of the token's hash, where the token starts in data
+// and its rank plus one (0 is an empty slot): a miss is decided from the
+// slot alone, a hit reads the token once. At under 40% load a lookup
+// reads one or two slots.
 type table struct {
-	data    string // the embedded file: a length byte, then the token
-	slots   []uint64
-	mask    uint64
-	seed    maphash.Seed
-	offBits uint // slot bits [rankBits, rankBits+offBits) are the offset
-	keyBits uint // slot bits from rankBits+offBits are the hash's top
-	rankMax uint64
+	data  string // the embedded file: a length byte, then the token
+	slots []uint64
+	mask  uint64
+	seed  maphash.Seed
 }
+
+// The slot layout: rank+1 in the low bits, then the offset, then the
+// top bits of the hash.
+const (
+	rankBits = 18 // o200k_base has 199,998 tokens
+	offBits  = 22 // its file is 1.6 MB
+	keyShift = rankBits + offBits
+	rankMask = 1<<rankBits - 1
+	offMask  = 1<<offBits - 1
+	keyMask  = (1<<64 - 1) >> keyShift << keyShift
+)
 
 const noRank = ^uint32(0)
 
@@ -28,51 +36,44 @@ func (t *table) init(data string) {
 	for i := 0; i < len(data); i += 1 + int(data[i]) {
 		n++
 	}
-	t.data = data
-	size := 1 << bits.Len(uint(n)*2)
-	t.slots = make([]uint64, size)
-	t.mask = uint64(size - 1)
-	t.seed = maphash.MakeSeed()
-	t.rankMax = 1<<bits.Len(uint(n)) - 1
-	t.offBits = uint(bits.Len(uint(len(data))))
-	t.keyBits = 64 - uint(bits.Len64(t.rankMax)) - t.offBits
-	if t.keyBits < 16 {
-		panic(fmt.Sprintf("bpe: %d tokens in %d bytes leave %d bits of hash in a slot", n, len(data), t.keyBits))
+	if n >= rankMask || len(data) > offMask {
+		panic(fmt.Sprintf("bpe: %d tokens in %d bytes do not fit a slot", n, len(data)))
 	}
+	size := 1 << bits.Len(uint(n)*2)
+	slots, mask, seed := make([]uint64, size), uint64(size-1), maphash.MakeSeed()
 	// Slots are filled in the order of their home slot, a block at a
 	// time, so the writes stay in cache: taken in rank order they land
 	// at random in a table of megabytes. Linear probing does not care
 	// about the order of insertion.
 	const blockBits = 11
-	hashes := make([]uint64, n)
-	offsets := make([]uint32, n)
+	entries := make([]uint64, n) // the hash's top bits, offset, rank+1: a slot
+	homes := make([]uint32, n)
 	blocks := make([]int32, size>>blockBits+1)
 	r := 0
 	for i := 0; i < len(data); i += 1 + int(data[i]) {
-		h := maphash.String(t.seed, data[i+1:i+1+int(data[i])])
-		hashes[r], offsets[r] = h, uint32(i+1)
-		blocks[(h&t.mask)>>blockBits+1]++
+		h := maphash.String(seed, data[i+1:i+1+int(data[i])])
+		entries[r] = h&keyMask | uint64(i+1)<<rankBits | uint64(r+1)
+		homes[r] = uint32(h & mask)
+		blocks[homes[r]>>blockBits+1]++
 		r++
 	}
 	for b := 1; b < len(blocks); b++ {
 		blocks[b] += blocks[b-1]
 	}
 	order := make([]int32, n)
-	for r, h := range hashes {
-		b := (h & t.mask) >> blockBits
+	for r, home := range homes {
+		b := home >> blockBits
 		order[blocks[b]] = int32(r)
 		blocks[b]++
 	}
-	rankBits := uint(bits.Len64(t.rankMax))
 	for _, r := range order {
-		h := hashes[r]
-		for k := h & t.mask; ; k = (k + 1) & t.mask {
-			if t.slots[k] == 0 {
-				t.slots[k] = h>>(64-t.keyBits)<<(64-t.keyBits) | uint64(offsets[r])<<rankBits | uint64(r+1)
-				break
-			}
+		k := uint64(homes[r])
+		for slots[k] != 0 {
+			k = (k + 1) & mask
 		}
+		slots[k] = entries[r]
 	}
+	t.data, t.slots, t.mask, t.seed = data, slots, mask, seed
 }
 
 // rank returns the rank of tok, or noRank if tok is not a token.
@@ -81,17 +82,15 @@ func (t *table) rank(tok string) uint32 {
 		return noRank
 	}
 	h := maphash.String(t.seed, tok)
-	key := h >> (64 - t.keyBits)
-	rankBits := 64 - t.keyBits - t.offBits
 	for k := h & t.mask; ; k = (k + 1) & t.mask {
 		s := t.slots[k]
 		if s == 0 {
 			return noRank
 		}
-		if s>>(64-t.keyBits) == key {
-			i := s >> rankBits & (1<<t.offBits - 1)
+		if (s^h)&keyMask == 0 {
+			i := s >> rankBits & offMask
 			if int(t.data[i-1]) == len(tok) && t.data[i:i+uint64(len(tok))] == tok {
-				return uint32(s&t.rankMax) - 1
+				return uint32(s&rankMask) - 1
 			}
 		}
 	}
