@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -164,9 +165,20 @@ func TestSplitAndCountMatchTiktoken(t *testing.T) {
 	}
 }
 
+// skipLong skips the comparisons over all of Unicode and the corpus in
+// -short runs and under the race detector: they run on one goroutine,
+// and the detector takes them from seconds to minutes.
+func skipLong(t *testing.T) {
+	t.Helper()
+	if testing.Short() || raceEnabled {
+		t.Skip("long differential test: skipped with -short and -race")
+	}
+}
+
 // Every character has the classes regexp2 gives it: each class pattern
 // is matched against all of Unicode, in runs.
 func TestRuneClasses(t *testing.T) {
+	skipLong(t)
 	var b strings.Builder
 	for r := rune(0); r <= utf8.MaxRune; r++ {
 		if utf8.ValidRune(r) {
@@ -198,9 +210,7 @@ func TestRuneClasses(t *testing.T) {
 // Every character splits as regexp2's interpreter splits it, between
 // letters and between a space and a newline.
 func TestEveryRune(t *testing.T) {
-	if testing.Short() {
-		t.Skip("every rune: long")
-	}
+	skipLong(t)
 	refs := references(t)
 	var b strings.Builder
 	for r := rune(0); r <= utf8.MaxRune+1; r++ {
@@ -231,6 +241,22 @@ func samePieces(t *testing.T, name string, want, got []string) bool {
 		}
 	}
 	return assert.Equal(t, len(want), len(got), "%s: pieces", name)
+}
+
+// The first counts, from several goroutines at once, build the table
+// once and agree.
+func TestConcurrentFirstUse(t *testing.T) {
+	e := &Encoding{name: o200k.name, data: o200k.data, split: o200k.split}
+	text := strings.Join(seeds, " ")
+	counts := make([]int, 4)
+	var wg sync.WaitGroup
+	for i := range counts {
+		wg.Go(func() { counts[i] = e.Count(text) })
+	}
+	wg.Wait()
+	for _, n := range counts {
+		assert.Equal(t, O200k().Count(text), n)
+	}
 }
 
 // The long-piece merge is the short-piece merge in O(n log n).
@@ -311,6 +337,7 @@ func corpusTexts(tb testing.TB) []string {
 }
 
 func TestCorpusMatchesTiktoken(t *testing.T) {
+	skipLong(t)
 	texts := corpusTexts(t)
 	total := 0
 	for _, s := range texts {
