@@ -2,7 +2,6 @@ package bpe
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math/bits"
 )
 
@@ -15,7 +14,6 @@ type table struct {
 	data  string // the embedded file: a length byte, then the token
 	slots []uint64
 	mask  uint64
-	seed  maphash.Seed
 }
 
 // The slot layout: rank+1 in the low bits, then the offset, then the
@@ -40,7 +38,7 @@ func (t *table) init(data string) {
 		panic(fmt.Sprintf("bpe: %d tokens in %d bytes do not fit a slot", n, len(data)))
 	}
 	size := 1 << bits.Len(uint(n)*2)
-	slots, mask, seed := make([]uint64, size), uint64(size-1), maphash.MakeSeed()
+	slots, mask := make([]uint64, size), uint64(size-1)
 	// Slots are filled in the order of their home slot, a block at a
 	// time, so the writes stay in cache: taken in rank order they land
 	// at random in a table of megabytes. Linear probing does not care
@@ -51,7 +49,7 @@ func (t *table) init(data string) {
 	blocks := make([]int32, size>>blockBits+1)
 	r := 0
 	for i := 0; i < len(data); i += 1 + int(data[i]) {
-		h := maphash.String(seed, data[i+1:i+1+int(data[i])])
+		h := hash(data[i+1 : i+1+int(data[i])])
 		entries[r] = h&keyMask | uint64(i+1)<<rankBits | uint64(r+1)
 		homes[r] = uint32(h & mask)
 		blocks[homes[r]>>blockBits+1]++
@@ -73,7 +71,7 @@ func (t *table) init(data string) {
 		}
 		slots[k] = entries[r]
 	}
-	t.data, t.slots, t.mask, t.seed = data, slots, mask, seed
+	t.data, t.slots, t.mask = data, slots, mask
 }
 
 // rank returns the rank of tok, or noRank if tok is not a token.
@@ -81,7 +79,7 @@ func (t *table) rank(tok string) uint32 {
 	if len(tok) > 255 {
 		return noRank
 	}
-	h := maphash.String(t.seed, tok)
+	h := hash(tok)
 	for k := h & t.mask; ; k = (k + 1) & t.mask {
 		s := t.slots[k]
 		if s == 0 {
@@ -94,4 +92,50 @@ func (t *table) rank(tok string) uint32 {
 			}
 		}
 	}
+}
+
+// hash is wyhash's mixing over loads that stay within s: tokens are
+// short, and a call into the runtime's hash costs more than this. The
+// table is never written after it is built, so a fixed hash cannot be
+// flooded: the longest probe is the vocabulary's.
+func hash(s string) uint64 {
+	const (
+		k0 = 0xa0761d6478bd642f
+		k1 = 0xe7037ed1a0b428db
+		k2 = 0x8ebc6af09c88c6e3
+	)
+	n := len(s)
+	var a, b uint64
+	h := uint64(n) ^ k0
+	switch {
+	case n > 16:
+		// 16 bytes at a time, then the last 16 (which may overlap).
+		for i := 0; i+16 < n; i += 16 {
+			h = mix(load8(s[i:])^k1, load8(s[i+8:])^h)
+		}
+		a, b = load8(s[n-16:]), load8(s[n-8:])
+	case n >= 8:
+		a, b = load8(s), load8(s[n-8:])
+	case n >= 4:
+		a, b = uint64(load4(s)), uint64(load4(s[n-4:]))
+	case n > 0:
+		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
+	}
+	return mix(a^k1, b^h^k2)
+}
+
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+func load8(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func load4(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }
