@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
-	"sync"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/compact-host/compact-host/abi"
-	"github.com/tiktoken-go/tokenizer"
+	"github.com/compact-host/compact-host/host/internal/tokens/bpe"
 )
 
 // Counter counts the tokens of a text.
@@ -65,44 +64,29 @@ func runeCount(s string) int {
 // Chars returns the chars/4 estimator.
 func Chars() Counter { return charsCounter{} }
 
+// exactCounter counts as OpenAI's tokenizer. Text that is not valid
+// UTF-8 is counted too, its bad bytes merged as bytes, as tiktoken-go's
+// Count did; special tokens such as <|endoftext|> count as plain text.
 type exactCounter struct {
-	name  string
-	codec tokenizer.Codec
+	name string
+	enc  *bpe.Encoding
 }
 
 func (c exactCounter) Name() string { return c.name }
 
-func (c exactCounter) Count(s string) int {
-	n, err := c.codec.Count(s)
-	if err != nil {
-		// Invalid UTF-8 is the only failure; fall back rather than lose the count.
-		return charsCounter{}.Count(s)
-	}
-	return n
-}
+func (c exactCounter) Count(s string) int { return c.enc.Count(s) }
 
+// The vocabularies load on the first count.
 var (
-	codecMu sync.Mutex
-	codecs  = map[string]Counter{}
+	o200k  = exactCounter{ModeO200k, bpe.O200k()}
+	cl100k = exactCounter{ModeCl100k, bpe.Cl100k()}
 )
 
 func exact(mode string) Counter {
-	codecMu.Lock()
-	defer codecMu.Unlock()
-	if c, ok := codecs[mode]; ok {
-		return c
-	}
-	enc := tokenizer.O200kBase
 	if mode == ModeCl100k {
-		enc = tokenizer.Cl100kBase
+		return cl100k
 	}
-	codec, err := tokenizer.Get(enc)
-	if err != nil {
-		panic(err) // both encodings are compiled in
-	}
-	c := exactCounter{name: mode, codec: codec}
-	codecs[mode] = c
-	return c
+	return o200k
 }
 
 // New returns the counter for mode. ModeAuto picks the model's own

@@ -27,6 +27,10 @@ func TestCounters(t *testing.T) {
 	if n := o.Count("hello world"); n != 2 {
 		t.Errorf("o200k(hello world) = %d", n)
 	}
+	// Special tokens are text to the counter, as in tiktoken's encode_ordinary.
+	if n := o.Count("<|endoftext|>"); n < 3 {
+		t.Errorf("o200k(<|endoftext|>) = %d, want the tokens of its text", n)
+	}
 	if c := ForModel("openai/gpt-4-turbo"); c.Name() != ModeCl100k {
 		t.Errorf("gpt-4-turbo uses %s", c.Name())
 	}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package bpe
+
+// raceEnabled is set under the race detector; see skipLong.
+const raceEnabled = false
