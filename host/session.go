@@ -259,7 +259,9 @@ func (s *Session) appendLocked(m Message, persist bool) error {
 		return fmt.Errorf("%w: %q", ErrDuplicateID, m.ID)
 	}
 	if persist && s.log != nil {
-		if err := s.writeEntry(Entry{Type: EntryMessage, Message: &m}); err != nil {
+		// A copy for the encoder: m itself stays on the stack.
+		logged := m
+		if err := s.writeEntry(Entry{Type: EntryMessage, Message: &logged}); err != nil {
 			return err
 		}
 	}

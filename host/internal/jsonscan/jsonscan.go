@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Status is the outcome of a scan.
@@ -53,16 +54,21 @@ const (
 	NonASCII             // a byte of a multi-byte (or invalid) UTF-8 sequence
 )
 
-// Bit tricks on eight bytes at once (Hacker's Delight 6-1): hasZero is
-// non-zero when a byte of w is zero, hasLess when one is below n <= 128.
+// Bit tricks on eight bytes at once (Hacker's Delight 6-1): (x-lsb)&^x&msb
+// is non-zero when a byte of x is zero, (x-lsb*n)&^x&msb when one is below
+// n <= 128.
 const (
 	lsb = 0x0101010101010101
 	msb = 0x8080808080808080
 )
 
-func hasZero(w uint64) uint64 { return (w - lsb) &^ w & msb }
-
-func hasLess(w, n uint64) uint64 { return (w - lsb*n) &^ w & msb }
+// special is non-zero when a byte of w is a quote, a backslash or below
+// 0x20: the zero tests of w^'"' and w^'\\' and the below-0x20 test of w,
+// masked once, since w^'"' and w^'\\' have the high bits of w.
+func special(w uint64) uint64 {
+	quote, backslash, control := (w^(lsb*'"'))-lsb, (w^(lsb*'\\'))-lsb, w-lsb*0x20
+	return (quote | backslash | control) &^ w & msb
+}
 
 // String returns the offset past the JSON string starting at b[i] == '"'
 // and what it holds (Escape, NonASCII), or flags -1 for an invalid string.
@@ -73,7 +79,7 @@ func String(b []byte, i int) (end, flags int) {
 		// a control character.
 		for j+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[j:])
-			if hasZero(w^(lsb*'"'))|hasZero(w^(lsb*'\\'))|hasLess(w, 0x20) != 0 {
+			if special(w) != 0 {
 				break
 			}
 			high |= w
@@ -130,14 +136,24 @@ func StringValue(s []byte, flags int) string {
 	if flags == 0 || flags == NonASCII && utf8.Valid(s) {
 		return string(s[1 : len(s)-1])
 	}
-	return unquote(s[1:len(s)-1], flags&NonASCII == 0)
+	out := AppendStringValue(make([]byte, 0, len(s)-2), s, flags)
+	return unsafe.String(unsafe.SliceData(out), len(out)) // out is not kept
 }
 
-// unquote decodes the body of a valid JSON string as encoding/json does:
-// escapes resolved, an unpaired surrogate escape and each byte of invalid
-// UTF-8 read as U+FFFD.
-func unquote(s []byte, ascii bool) string {
-	out := make([]byte, 0, len(s))
+// AppendStringValue appends the value of the valid JSON string s (quotes
+// included), in which String found flags, to dst.
+func AppendStringValue(dst, s []byte, flags int) []byte {
+	body := s[1 : len(s)-1]
+	if flags == 0 || flags == NonASCII && utf8.Valid(body) {
+		return append(dst, body...)
+	}
+	return appendUnquote(dst, body, flags&NonASCII == 0)
+}
+
+// appendUnquote appends the body of a valid JSON string decoded as
+// encoding/json decodes it: escapes resolved, an unpaired surrogate escape
+// and each byte of invalid UTF-8 read as U+FFFD.
+func appendUnquote(out, s []byte, ascii bool) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if ascii && c != '\\' {
@@ -193,7 +209,7 @@ func unquote(s []byte, ascii bool) string {
 			i += size
 		}
 	}
-	return string(out)
+	return out
 }
 
 // Hex4 is the value of the four hex digits b starts with, or -1.

@@ -4,7 +4,6 @@ package tokens
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -37,30 +36,133 @@ func (charsCounter) Name() string { return "chars/4" }
 // English text and code that providers without a public tokenizer quote.
 func (charsCounter) Count(s string) int { return (runeCount(s) + 3) / 4 }
 
-// runeCount is utf8.RuneCountInString, eight bytes at a time: the count
-// runs over every tool output appended. In valid UTF-8 the runes are the
-// bytes that are not continuation bytes (10xxxxxx); text that is not
-// valid UTF-8 is counted rune by rune, as RuneCountInString counts it.
+// runeCount is utf8.RuneCountInString: the count runs over every text
+// appended. ASCII is skipped 32 bytes at a time (four words with no high
+// bit set). Elsewhere, eight bytes at a time, the runes of valid UTF-8 are
+// the bytes that are not continuation bytes (10xxxxxx), and a table-driven
+// automaton (utf8States) checks that the bytes are valid UTF-8 in the same
+// pass. Text that is not is counted again rune by rune, as
+// RuneCountInString counts it.
 func runeCount(s string) int {
+	const (
+		lsb = 0x0101010101010101
+		hi  = 0x8080808080808080
+	)
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
-	n, high := 0, uint64(0)
-	for len(b) >= 8 {
-		w := binary.LittleEndian.Uint64(b)
-		high |= w
-		n += 8 - bits.OnesCount64(w&^(w<<1)&0x8080808080808080)
-		b = b[8:]
+	n, j := 0, 0
+	state := uint64(utf8Accept)
+	for j+8 <= len(b) {
+		i := j
+		for j+32 <= len(b) {
+			q := (*[32]byte)(b[j : j+32])
+			if (binary.LittleEndian.Uint64(q[0:])|binary.LittleEndian.Uint64(q[8:])|
+				binary.LittleEndian.Uint64(q[16:])|binary.LittleEndian.Uint64(q[24:]))&hi != 0 {
+				break
+			}
+			j += 32
+		}
+		for j+8 <= len(b) && binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])&hi == 0 {
+			j += 8
+		}
+		n += j - i
+		// Words with a high bit set, and those that end a rune begun
+		// before them.
+		for j+8 <= len(b) {
+			q := (*[8]byte)(b[j : j+8])
+			w := binary.LittleEndian.Uint64(q[:])
+			if w&hi == 0 && state == utf8Accept {
+				break
+			}
+			cont := w &^ (w << 1) & hi      // 0x80 in each continuation byte
+			n += 8 - int((cont>>7)*lsb>>56) // their count: the sum of the bytes of cont>>7
+			// Unrolled; only the low six bits of state count.
+			state = utf8States[q[0]] >> (state & 63)
+			state = utf8States[q[1]] >> (state & 63)
+			state = utf8States[q[2]] >> (state & 63)
+			state = utf8States[q[3]] >> (state & 63)
+			state = utf8States[q[4]] >> (state & 63)
+			state = utf8States[q[5]] >> (state & 63)
+			state = utf8States[q[6]] >> (state & 63)
+			state = utf8States[q[7]] >> (state & 63) & 63
+			j += 8
+		}
 	}
-	for _, c := range b {
-		high |= uint64(c)
+	for _, c := range b[j:] {
 		if c&0xC0 != 0x80 {
 			n++
 		}
+		state = utf8States[c] >> (state & 63) & 63
 	}
-	if high&0x8080808080808080 != 0 && !utf8.ValidString(s) {
+	if state != utf8Accept {
 		return utf8.RuneCountInString(s)
 	}
 	return n
 }
+
+// The states of a UTF-8 checker, each a shift: utf8States[c] >> state & 63
+// is the state after byte c.
+const (
+	utf8Accept = 6 * iota // between runes
+	utf8Error             // not UTF-8; stays so
+	utf8Tail1             // one continuation byte to go
+	utf8Tail2
+	utf8Tail3
+	utf8AfterE0 // A0..BF, then one more: no overlong form
+	utf8AfterED // 80..9F, then one more: no surrogate
+	utf8AfterF0 // 90..BF, then two more: no overlong form
+	utf8AfterF4 // 80..8F, then two more: at most U+10FFFF
+)
+
+// utf8States holds, for each byte, the next state from every state, each
+// at its state's shift (Per Vognsen's shift-based automaton): one shift a
+// byte, with no branch.
+var utf8States = func() (t [256]uint64) {
+	in := func(c, lo, hi int) bool { return lo <= c && c <= hi }
+	for c := range 256 {
+		next := func(from, to int) { t[c] |= uint64(to) << from }
+		switch {
+		case c < 0x80:
+			next(utf8Accept, utf8Accept)
+		case in(c, 0xC2, 0xDF):
+			next(utf8Accept, utf8Tail1)
+		case c == 0xE0:
+			next(utf8Accept, utf8AfterE0)
+		case c == 0xED:
+			next(utf8Accept, utf8AfterED)
+		case in(c, 0xE1, 0xEF):
+			next(utf8Accept, utf8Tail2)
+		case c == 0xF0:
+			next(utf8Accept, utf8AfterF0)
+		case c == 0xF4:
+			next(utf8Accept, utf8AfterF4)
+		case in(c, 0xF1, 0xF3):
+			next(utf8Accept, utf8Tail3)
+		default:
+			next(utf8Accept, utf8Error)
+		}
+		next(utf8Error, utf8Error)
+		cont := func(to int) int {
+			if in(c, 0x80, 0xBF) {
+				return to
+			}
+			return utf8Error
+		}
+		next(utf8Tail1, cont(utf8Accept))
+		next(utf8Tail2, cont(utf8Tail1))
+		next(utf8Tail3, cont(utf8Tail2))
+		ranged := func(lo, hi, to int) int {
+			if in(c, lo, hi) {
+				return to
+			}
+			return utf8Error
+		}
+		next(utf8AfterE0, ranged(0xA0, 0xBF, utf8Tail1))
+		next(utf8AfterED, ranged(0x80, 0x9F, utf8Tail1))
+		next(utf8AfterF0, ranged(0x90, 0xBF, utf8Tail2))
+		next(utf8AfterF4, ranged(0x80, 0x8F, utf8Tail2))
+	}
+	return t
+}()
 
 // Chars returns the chars/4 estimator.
 func Chars() Counter { return charsCounter{} }
