@@ -1,7 +1,9 @@
 package host
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -348,9 +350,6 @@ func shellOps(cmd string) []fileOp { return appendShellOps(nil, cmd) }
 
 // appendShellOps is shellOps appending to ops.
 func appendShellOps(ops []fileOp, cmd string) []fileOp {
-	if !mayTouchFiles(cmd) {
-		return ops
-	}
 	var wordBuf [32]string
 	words := wordBuf[:0]
 	// redirect is the offset in cmd of the next '>' at or after the
@@ -419,21 +418,6 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 	return ops
 }
 
-// mayTouchFiles is false for a command shellOps finds nothing in: one
-// with no redirection and none of the programs it knows. Most commands
-// (tests, builds, searches) stop here, unsplit.
-func mayTouchFiles(cmd string) bool {
-	if strings.IndexByte(cmd, '>') >= 0 {
-		return true
-	}
-	for _, p := range shellPrograms {
-		if strings.Contains(cmd, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // quietSegment reports that shellOps finds nothing in seg, which has no
 // redirection, without splitting it into words: its first word is none of
 // the programs it reads (the lines of a here-document, mostly). It is
@@ -443,28 +427,34 @@ func quietSegment(seg string) bool {
 	for i < len(seg) && seg[i] < utf8.RuneSelf && asciiSpace[seg[i]] {
 		i++
 	}
-	j := i
+	j, slash := i, false
 	for ; j < len(seg); j++ {
-		if seg[j] >= utf8.RuneSelf {
+		c := seg[j]
+		if c >= utf8.RuneSelf {
 			return false // maybe a Unicode blank: leave it to shellWords
 		}
-		if asciiSpace[seg[j]] {
+		if asciiSpace[c] {
 			break
 		}
+		slash = slash || c == '/'
 	}
 	first := trimQuotes(seg[i:j])
 	if first == "" {
 		return i == j && j == len(seg) // a blank segment; an empty quoted word is skipped by shellWords
 	}
-	if k := strings.LastIndex(first, "/"); k >= 0 {
-		first = first[k+1:]
+	if slash {
+		first = first[strings.LastIndexByte(first, '/')+1:]
 	}
-	for _, p := range shellPrograms {
-		if first == p {
-			return false
-		}
+	return !isShellProgram(first)
+}
+
+// isShellProgram reports whether w is one of shellPrograms.
+func isShellProgram(w string) bool {
+	switch w {
+	case "cat", "head", "tail", "nl", "less", "more", "bat", "sed", "tee":
+		return true
 	}
-	return true
+	return false
 }
 
 // trimQuotes is strings.Trim(w, `"'`) without building a cutset.
@@ -487,23 +477,25 @@ func nextShellSegment(cmd string, at int) (end, next int) {
 		lsb = 0x0101010101010101
 		msb = 0x8080808080808080
 	)
-	for i := at; i < len(cmd); {
-		for ; i+8 <= len(cmd); i += 8 {
-			w := uint64(cmd[i]) | uint64(cmd[i+1])<<8 | uint64(cmd[i+2])<<16 | uint64(cmd[i+3])<<24 |
-				uint64(cmd[i+4])<<32 | uint64(cmd[i+5])<<40 | uint64(cmd[i+6])<<48 | uint64(cmd[i+7])<<56
+	b := unsafe.Slice(unsafe.StringData(cmd), len(cmd))
+	for i := at; i < len(b); {
+		for ; i+8 <= len(b); i += 8 {
+			w := binary.LittleEndian.Uint64((*[8]byte)(b[i : i+8])[:])
 			// A zero byte in w^c for each separator c; all are ASCII, so
-			// the high bits of every w^c are those of w.
+			// the high bits of every w^c are those of w. The lowest flagged
+			// byte is a separator.
 			nl, semi, bar, amp := (w^(lsb*'\n'))-lsb, (w^(lsb*';'))-lsb, (w^(lsb*'|'))-lsb, (w^(lsb*'&'))-lsb
-			if (nl|semi|bar|amp)&^w&msb != 0 {
+			if m := (nl | semi | bar | amp) &^ w & msb; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
 		}
-		for stop := min(i+8, len(cmd)); i < stop; i++ {
-			switch cmd[i] {
+		for stop := min(i+8, len(b)); i < stop; i++ {
+			switch b[i] {
 			case '\n', ';', '|':
 				return i, i + 1
 			case '&':
-				if i+1 < len(cmd) && cmd[i+1] == '&' {
+				if i+1 < len(b) && b[i+1] == '&' {
 					return i, i + 2
 				}
 			}

@@ -10,6 +10,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -76,17 +77,18 @@ func String(b []byte, i int) (end, flags int) {
 	var high uint64
 	for j := i + 1; j < len(b); j++ {
 		// Eight bytes at a time while none ends the string, escapes or is
-		// a control character.
+		// a control character; then straight to the first that does (the
+		// lowest flagged byte is always a real one).
 		for j+8 <= len(b) {
-			w := binary.LittleEndian.Uint64(b[j:])
-			if special(w) != 0 {
+			w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
+			if m := special(w); m != 0 {
+				k := uint(bits.TrailingZeros64(m)) &^ 7
+				high |= w & (1<<k - 1)
+				j += int(k >> 3)
 				break
 			}
 			high |= w
 			j += 8
-		}
-		if high&msb != 0 {
-			flags |= NonASCII
 		}
 		if j >= len(b) {
 			break
@@ -94,6 +96,9 @@ func String(b []byte, i int) (end, flags int) {
 		c := b[j]
 		switch {
 		case c == '"':
+			if high&msb != 0 {
+				flags |= NonASCII
+			}
 			return j + 1, flags
 		case c == '\\':
 			flags |= Escape

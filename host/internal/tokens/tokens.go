@@ -4,6 +4,7 @@ package tokens
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -37,20 +38,15 @@ func (charsCounter) Name() string { return "chars/4" }
 func (charsCounter) Count(s string) int { return (runeCount(s) + 3) / 4 }
 
 // runeCount is utf8.RuneCountInString: the count runs over every text
-// appended. ASCII is skipped 32 bytes at a time (four words with no high
-// bit set). Elsewhere, eight bytes at a time, the runes of valid UTF-8 are
-// the bytes that are not continuation bytes (10xxxxxx), and a table-driven
-// automaton (utf8States) checks that the bytes are valid UTF-8 in the same
-// pass. Text that is not is counted again rune by rune, as
-// RuneCountInString counts it.
+// appended. ASCII is skipped 32, then 8 bytes at a time; in a word with a
+// high bit set, the ASCII bytes before the first such byte are counted at
+// once, and runes are decoded from there to the next ASCII byte as a
+// range over the string decodes them (a byte that starts no valid sequence
+// is a rune of its own).
 func runeCount(s string) int {
-	const (
-		lsb = 0x0101010101010101
-		hi  = 0x8080808080808080
-	)
+	const hi = 0x8080808080808080
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
 	n, j := 0, 0
-	state := uint64(utf8Accept)
 	for j+8 <= len(b) {
 		i := j
 		for j+32 <= len(b) {
@@ -61,108 +57,62 @@ func runeCount(s string) int {
 			}
 			j += 32
 		}
-		for j+8 <= len(b) && binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])&hi == 0 {
+		for j+8 <= len(b) {
+			w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
+			if w&hi != 0 {
+				j += bits.TrailingZeros64(w&hi) >> 3
+				break
+			}
 			j += 8
 		}
 		n += j - i
-		// Words with a high bit set, and those that end a rune begun
-		// before them.
-		for j+8 <= len(b) {
-			q := (*[8]byte)(b[j : j+8])
-			w := binary.LittleEndian.Uint64(q[:])
-			if w&hi == 0 && state == utf8Accept {
-				break
-			}
-			cont := w &^ (w << 1) & hi      // 0x80 in each continuation byte
-			n += 8 - int((cont>>7)*lsb>>56) // their count: the sum of the bytes of cont>>7
-			// Unrolled; only the low six bits of state count.
-			state = utf8States[q[0]] >> (state & 63)
-			state = utf8States[q[1]] >> (state & 63)
-			state = utf8States[q[2]] >> (state & 63)
-			state = utf8States[q[3]] >> (state & 63)
-			state = utf8States[q[4]] >> (state & 63)
-			state = utf8States[q[5]] >> (state & 63)
-			state = utf8States[q[6]] >> (state & 63)
-			state = utf8States[q[7]] >> (state & 63) & 63
-			j += 8
-		}
-	}
-	for _, c := range b[j:] {
-		if c&0xC0 != 0x80 {
+		// Rune by rune to the next ASCII byte.
+		for j < len(b) && b[j] >= utf8.RuneSelf {
 			n++
+			if j+3 <= len(b) {
+				// Most of what is not ASCII is three bytes: a lead byte
+				// 1110xxxx but E0 and ED (whose second byte has a narrower
+				// range), and two continuation bytes.
+				q := (*[3]byte)(b[j : j+3])
+				if (uint32(q[0])|uint32(q[1])<<8|uint32(q[2])<<16)&0xC0C0F0 == 0x8080E0 && q[0] != 0xE0 && q[0] != 0xED {
+					j += 3
+					continue
+				}
+			}
+			j += runeLen(b[j:])
 		}
-		state = utf8States[c] >> (state & 63) & 63
 	}
-	if state != utf8Accept {
-		return utf8.RuneCountInString(s)
+	for j < len(b) {
+		j += runeLen(b[j:])
+		n++
 	}
 	return n
 }
 
-// The states of a UTF-8 checker, each a shift: utf8States[c] >> state & 63
-// is the state after byte c.
-const (
-	utf8Accept = 6 * iota // between runes
-	utf8Error             // not UTF-8; stays so
-	utf8Tail1             // one continuation byte to go
-	utf8Tail2
-	utf8Tail3
-	utf8AfterE0 // A0..BF, then one more: no overlong form
-	utf8AfterED // 80..9F, then one more: no surrogate
-	utf8AfterF0 // 90..BF, then two more: no overlong form
-	utf8AfterF4 // 80..8F, then two more: at most U+10FFFF
-)
-
-// utf8States holds, for each byte, the next state from every state, each
-// at its state's shift (Per Vognsen's shift-based automaton): one shift a
-// byte, with no branch.
-var utf8States = func() (t [256]uint64) {
-	in := func(c, lo, hi int) bool { return lo <= c && c <= hi }
-	for c := range 256 {
-		next := func(from, to int) { t[c] |= uint64(to) << from }
-		switch {
-		case c < 0x80:
-			next(utf8Accept, utf8Accept)
-		case in(c, 0xC2, 0xDF):
-			next(utf8Accept, utf8Tail1)
-		case c == 0xE0:
-			next(utf8Accept, utf8AfterE0)
-		case c == 0xED:
-			next(utf8Accept, utf8AfterED)
-		case in(c, 0xE1, 0xEF):
-			next(utf8Accept, utf8Tail2)
-		case c == 0xF0:
-			next(utf8Accept, utf8AfterF0)
-		case c == 0xF4:
-			next(utf8Accept, utf8AfterF4)
-		case in(c, 0xF1, 0xF3):
-			next(utf8Accept, utf8Tail3)
-		default:
-			next(utf8Accept, utf8Error)
+// runeLen is the length of the rune b starts with, as utf8.DecodeRune
+// reads it: 1 for ASCII and for a byte that starts no valid sequence.
+func runeLen(b []byte) int {
+	c := b[0]
+	switch {
+	case c < 0xC2: // ASCII, a continuation byte, or an overlong start
+		return 1
+	case c < 0xE0:
+		if len(b) >= 2 && b[1]&0xC0 == 0x80 {
+			return 2
 		}
-		next(utf8Error, utf8Error)
-		cont := func(to int) int {
-			if in(c, 0x80, 0xBF) {
-				return to
-			}
-			return utf8Error
+	case c < 0xF0:
+		// E0 needs A0..BF next (no overlong form), ED 80..9F (no surrogate).
+		if len(b) >= 3 && b[1]&0xC0 == 0x80 && b[2]&0xC0 == 0x80 && (c != 0xE0 || b[1] >= 0xA0) && (c != 0xED || b[1] < 0xA0) {
+			return 3
 		}
-		next(utf8Tail1, cont(utf8Accept))
-		next(utf8Tail2, cont(utf8Tail1))
-		next(utf8Tail3, cont(utf8Tail2))
-		ranged := func(lo, hi, to int) int {
-			if in(c, lo, hi) {
-				return to
-			}
-			return utf8Error
+	case c < 0xF5:
+		// F0 needs 90..BF next (no overlong form), F4 80..8F (at most U+10FFFF).
+		if len(b) >= 4 && b[1]&0xC0 == 0x80 && b[2]&0xC0 == 0x80 && b[3]&0xC0 == 0x80 && (c != 0xF0 || b[1] >= 0x90) && (c != 0xF4 || b[1] < 0x90) {
+			return 4
 		}
-		next(utf8AfterE0, ranged(0xA0, 0xBF, utf8Tail1))
-		next(utf8AfterED, ranged(0x80, 0x9F, utf8Tail1))
-		next(utf8AfterF0, ranged(0x90, 0xBF, utf8Tail2))
-		next(utf8AfterF4, ranged(0x80, 0x8F, utf8Tail2))
 	}
-	return t
-}()
+	return 1
+}
 
 // Chars returns the chars/4 estimator.
 func Chars() Counter { return charsCounter{} }
