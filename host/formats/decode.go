@@ -37,6 +37,24 @@ func decode(data []byte, v any) error {
 	return json.Unmarshal(data, v)
 }
 
+// decodeChecked is decode for data a scan has checked already: a
+// json.RawMessage member of a decoded record. Objects and arrays in it are
+// crossed without checking them again (jsonscan.Skip).
+func decodeChecked(data []byte, v any) error {
+	flags := 0
+	if t := trimWS(data); len(t) > 0 && t[0] == '"' {
+		flags = unchecked // a string's flags are unknown
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		if err := decodeValue(data, rv.Elem(), flags); err == nil {
+			return nil
+		}
+		rv.Elem().SetZero()
+	}
+	return json.Unmarshal(data, v)
+}
+
 // decodeString is json.Unmarshal(data, &s) for a string.
 func decodeString(data []byte, s *string) error {
 	if v, ok := jsonscan.DecodeString(trimWS(data)); ok {
@@ -122,7 +140,7 @@ func decodeValue(data []byte, v reflect.Value, flags int) error {
 		}
 	case reflect.Struct:
 		if data[0] == '{' {
-			return decodeStruct(data, v)
+			return decodeStruct(data, v, flags != unchecked)
 		}
 	}
 	return json.Unmarshal(data, v.Addr().Interface())
@@ -137,7 +155,7 @@ func decodeSlice(data []byte, v reflect.Value, checked bool) error {
 	v.SetLen(0)
 	i := jsonscan.SkipWS(data, 1)
 	for n := 0; data[i] != ']'; n++ {
-		end, _ := jsonscan.Scanner{}.Value(data, i)
+		end := jsonscan.Skip(data, i) // checked by now
 		v.Grow(1)
 		v.SetLen(n + 1)
 		flags := 0
@@ -158,14 +176,15 @@ func decodeSlice(data []byte, v reflect.Value, checked bool) error {
 	return nil
 }
 
-// decodeStruct decodes an object into a struct, member by member.
-func decodeStruct(data []byte, v reflect.Value) error {
+// decodeStruct decodes an object into a struct, member by member; checked
+// says the object was checked already, as a member of the one it is in.
+func decodeStruct(data []byte, v reflect.Value, checked bool) error {
 	info := structInfoOf(v.Type())
 	if info == nil {
 		return errUndecided
 	}
 	var buf [24]jsonscan.Member
-	members, st := jsonscan.Scanner{}.Members(data, buf[:0])
+	members, st := jsonscan.Scanner{Checked: checked}.Members(data, buf[:0])
 	if st != jsonscan.OK {
 		return errUndecided
 	}

@@ -55,7 +55,7 @@ func miniUsage(extra json.RawMessage) *abi.Usage {
 			Usage *oaUsage `json:"usage"`
 		} `json:"response"`
 	}
-	if decode(extra, &e) != nil || e.Response.Usage == nil {
+	if decodeChecked(extra, &e) != nil || e.Response.Usage == nil {
 		return nil
 	}
 	return e.Response.Usage.abi()

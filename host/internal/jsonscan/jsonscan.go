@@ -38,6 +38,11 @@ type Scanner struct {
 	// than 300 characters: decoded into an interface{} (a float64),
 	// encoding/json may refuse it as out of range.
 	Float64 bool
+	// Checked says the text was checked already (a scan of a value holding
+	// it said OK): Members then skips objects and arrays without checking
+	// them again (Skip). Members still reads keys and string values with
+	// String, for their flags.
+	Checked bool
 }
 
 // SkipWS is the offset of the first byte at or after i that is not JSON
@@ -424,6 +429,8 @@ func (sc Scanner) Members(b []byte, out []Member) ([]Member, Status) {
 			if m.End, m.ValFlags = String(b, j); m.ValFlags < 0 {
 				st = Bad
 			}
+		} else if sc.Checked {
+			m.End = Skip(b, j)
 		} else {
 			m.End, st = sc.value(b, j, 2)
 		}
@@ -451,4 +458,61 @@ func tail(b []byte, i int) Status {
 		return Bad
 	}
 	return OK
+}
+
+// Skip returns the offset past the value at b[i] in checked JSON text (a
+// scan said OK), looking only for the bytes that end strings and
+// containers: strings are crossed a quote at a time with
+// bytes.IndexByte. On text that is not valid JSON its answer means
+// nothing.
+func Skip(b []byte, i int) int {
+	if i < len(b) && b[i] != '"' && b[i] != '{' && b[i] != '[' {
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i // the end of a number or literal
+			}
+		}
+		return i
+	}
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i)
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset past the checked JSON string at b[i]: the
+// first quote not escaped by an odd run of backslashes.
+func skipString(b []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		j += k
+		n := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		j++
+		if n%2 == 0 {
+			return j
+		}
+	}
 }
