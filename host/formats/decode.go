@@ -23,7 +23,21 @@ import (
 // errUndecided sends a value to json.Unmarshal.
 var errUndecided = errors.New("formats: decode undecided")
 
-var rawMessageType = reflect.TypeFor[json.RawMessage]()
+var (
+	rawMessageType  = reflect.TypeFor[json.RawMessage]()
+	borrowedRawType = reflect.TypeFor[borrowedRaw]()
+)
+
+// borrowedRaw is a json.RawMessage that decode does not copy: it points
+// into the input, for a member read before the input is dropped (a
+// mini-swe-agent message's extra, most of the trajectory).
+type borrowedRaw []byte
+
+// UnmarshalJSON copies, as json.RawMessage does: encoding/json may reuse b.
+func (r *borrowedRaw) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...)
+	return nil
+}
 
 // decode is json.Unmarshal(data, v) for v a pointer to a zero value.
 func decode(data []byte, v any) error {
@@ -84,7 +98,7 @@ func decodeValue(data []byte, v reflect.Value, flags int) error {
 			v.SetZero()
 			return nil
 		case reflect.Slice:
-			if v.Type() != rawMessageType {
+			if v.Type() != rawMessageType && v.Type() != borrowedRawType {
 				v.SetZero()
 				return nil
 			}
@@ -126,13 +140,16 @@ func decodeValue(data []byte, v reflect.Value, flags int) error {
 		}
 		return decodeValue(data, v.Elem(), flags)
 	case reflect.Slice:
-		if v.Type() == rawMessageType {
+		if t := v.Type(); t == rawMessageType || t == borrowedRawType {
 			if flags == unchecked {
 				if end, st := (jsonscan.Scanner{}).Value(data, 0); st != jsonscan.OK || end != len(data) {
 					return errUndecided
 				}
 			}
-			v.SetBytes(append([]byte(nil), data...))
+			if t == rawMessageType {
+				data = append([]byte(nil), data...)
+			}
+			v.SetBytes(data)
 			return nil
 		}
 		if v.Type().Elem().Kind() == reflect.Struct && data[0] == '[' {
