@@ -74,8 +74,18 @@ func runeCount(s string) int {
 				// 1110xxxx but E0 and ED (whose second byte has a narrower
 				// range), and two continuation bytes.
 				q := (*[3]byte)(b[j : j+3])
-				if (uint32(q[0])|uint32(q[1])<<8|uint32(q[2])<<16)&0xC0C0F0 == 0x8080E0 && q[0] != 0xE0 && q[0] != 0xED {
+				if r := uint32(q[0]) | uint32(q[1])<<8 | uint32(q[2])<<16; r&0xC0C0F0 == 0x8080E0 && q[0] != 0xE0 && q[0] != 0xED {
 					j += 3
+					// A run of the same character (a rule drawn with ─)
+					// is compared, not decoded.
+					for j+3 <= len(b) {
+						q := (*[3]byte)(b[j : j+3])
+						if uint32(q[0])|uint32(q[1])<<8|uint32(q[2])<<16 != r {
+							break
+						}
+						j += 3
+						n++
+					}
 					continue
 				}
 			}
