@@ -1,10 +1,13 @@
 package host
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"sort"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/jsonscan"
@@ -71,6 +74,9 @@ type fileOps struct {
 	paths map[string]*pathFirst // per path, the sequence numbers of its first read and modification
 	reads []*pathFirst          // paths in order of their first read
 	mods  []*pathFirst          // paths in order of their first modification
+	slab  []pathFirst           // where new pathFirsts go, a block at a time
+
+	calls opsReader // reused for every call
 }
 
 // pathFirst is when a path was first read and first modified: sequence
@@ -122,8 +128,13 @@ func (f *fileOps) add(path string, modified bool) {
 	f.seq++
 	p := f.paths[path]
 	if p == nil {
-		p = &pathFirst{path: path}
-		f.paths[path] = p
+		if len(f.slab) == cap(f.slab) {
+			f.slab = make([]pathFirst, 0, 32)
+		}
+		// path may point into the call's input or a reused buffer.
+		f.slab = append(f.slab, pathFirst{path: strings.Clone(path)})
+		p = &f.slab[len(f.slab)-1]
+		f.paths[p.path] = p
 	}
 	switch {
 	case modified && p.modified == 0:
@@ -146,7 +157,7 @@ func (f *fileOps) observe(m *Message) {
 		if kind == kindNone {
 			continue
 		}
-		for _, op := range toolFileOps(kind, b.Input) {
+		for _, op := range f.calls.read(kind, b.Input) {
 			f.add(op.path, op.modified)
 		}
 	}
@@ -179,17 +190,31 @@ type fileOp struct {
 }
 
 // toolFileOps extracts the file operations of a call of a tool of kind.
-// It reads only the members it needs from input (toolArgsOf); input it
-// cannot read so goes through encoding/json (decodedFileOps), with the
-// same result.
 func toolFileOps(kind string, input json.RawMessage) []fileOp {
+	var r opsReader
+	return r.read(kind, input)
+}
+
+// opsReader extracts the file operations of tool calls, keeping its
+// buffers from call to call: an append decodes no string to the heap. What
+// read returns, paths included, is valid until its next call.
+type opsReader struct {
+	buf []byte   // the strings of the current call that had to be decoded
+	ops []fileOp // the current call's operations
+}
+
+// read is toolFileOps. It reads only the members it needs from input
+// (toolArgsOf); input it cannot read so goes through encoding/json
+// (decodedFileOps), with the same result.
+func (r *opsReader) read(kind string, input json.RawMessage) []fileOp {
 	a, ok := toolArgsOf(input)
 	if !ok {
 		return decodedFileOps(kind, input)
 	}
+	r.buf, r.ops = r.buf[:0], r.ops[:0]
 	str := func(keys ...string) string {
 		for _, k := range keys {
-			if v := a.str(k); v != "" {
+			if v := a.str(k, &r.buf); v != "" {
 				return v
 			}
 		}
@@ -201,30 +226,33 @@ func toolFileOps(kind string, input json.RawMessage) []fileOp {
 		if p == "" {
 			return nil
 		}
-		return []fileOp{{p, kind == kindModify}}
+		r.ops = append(r.ops, fileOp{p, kind == kindModify})
 	case kindEditor:
 		p := str(pathKeys...)
 		if p == "" {
 			return nil
 		}
-		return []fileOp{{p, str("command") != "view"}}
+		r.ops = append(r.ops, fileOp{p, str("command") != "view"})
 	case kindPatch:
 		raw := a.raw
 		if raw == "" {
 			raw = str("input", "patch", "content")
 		}
-		return patchOps(raw)
+		r.ops = appendPatchOps(r.ops, raw)
 	case kindShell:
 		cmd := a.raw
 		if cmd == "" {
 			cmd = str("command", "cmd")
 		}
 		if cmd == "" {
-			cmd = a.commandList()
+			cmd = a.commandList(&r.buf)
 		}
-		return shellOps(cmd)
+		r.ops = appendShellOps(r.ops, cmd)
 	}
-	return nil
+	if len(r.ops) == 0 {
+		return nil
+	}
+	return r.ops
 }
 
 // decodedFileOps is toolFileOps through encoding/json: the reference the
@@ -289,11 +317,13 @@ func decodedFileOps(kind string, input json.RawMessage) []fileOp {
 var patchHeaders = []string{"*** Add File:", "*** Update File:", "*** Delete File:", "*** Move to:"}
 
 // patchOps reads the file headers of an apply_patch envelope.
-func patchOps(patch string) []fileOp {
+func patchOps(patch string) []fileOp { return appendPatchOps(nil, patch) }
+
+// appendPatchOps is patchOps appending to ops.
+func appendPatchOps(ops []fileOp, patch string) []fileOp {
 	if !strings.Contains(patch, "*** ") {
-		return nil
+		return ops
 	}
-	var ops []fileOp
 	for rest := patch; rest != ""; {
 		line, after, _ := strings.Cut(rest, "\n")
 		rest = after
@@ -316,16 +346,30 @@ var shellPrograms = []string{"cat", "head", "tail", "nl", "less", "more", "bat",
 // shellOps recognises the common ways a shell command reads or writes a
 // file: cat, head, tail, nl, less, sed -n (read); sed -i, tee and output
 // redirection (modify). Commands are split on pipes and ;, && and ||.
-func shellOps(cmd string) []fileOp {
-	if !mayTouchFiles(cmd) {
-		return nil
+func shellOps(cmd string) []fileOp { return appendShellOps(nil, cmd) }
+
+// appendShellOps is shellOps appending to ops.
+func appendShellOps(ops []fileOp, cmd string) []fileOp {
+	var wordBuf [32]string
+	words := wordBuf[:0]
+	// redirect is the offset in cmd of the next '>' at or after the
+	// segment, len(cmd) if none: one pass finds them all.
+	redirect := strings.IndexByte(cmd, '>')
+	if redirect < 0 {
+		redirect = len(cmd)
 	}
-	var ops []fileOp
-	var words []string
-	for rest := cmd; rest != ""; {
-		var seg string
-		seg, rest = nextShellSegment(rest)
-		if quietSegment(seg) {
+	for at := 0; at < len(cmd); {
+		end, next := nextShellSegment(cmd, at)
+		seg := cmd[at:end]
+		if redirect < at {
+			if j := strings.IndexByte(cmd[at:], '>'); j >= 0 {
+				redirect = at + j
+			} else {
+				redirect = len(cmd)
+			}
+		}
+		at = next
+		if redirect >= end && quietSegment(seg) {
 			continue
 		}
 		words = shellWords(seg, words[:0])
@@ -374,55 +418,43 @@ func shellOps(cmd string) []fileOp {
 	return ops
 }
 
-// mayTouchFiles is false for a command shellOps finds nothing in: one
-// with no redirection and none of the programs it knows. Most commands
-// (tests, builds, searches) stop here, unsplit.
-func mayTouchFiles(cmd string) bool {
-	if strings.IndexByte(cmd, '>') >= 0 {
-		return true
-	}
-	for _, p := range shellPrograms {
-		if strings.Contains(cmd, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// quietSegment reports that shellOps finds nothing in seg without
-// splitting it into words: no redirection, and a first word that is none of
+// quietSegment reports that shellOps finds nothing in seg, which has no
+// redirection, without splitting it into words: its first word is none of
 // the programs it reads (the lines of a here-document, mostly). It is
 // false whenever it cannot tell cheaply.
 func quietSegment(seg string) bool {
-	if strings.IndexByte(seg, '>') >= 0 {
-		return false
-	}
 	i := 0
 	for i < len(seg) && seg[i] < utf8.RuneSelf && asciiSpace[seg[i]] {
 		i++
 	}
-	j := i
+	j, slash := i, false
 	for ; j < len(seg); j++ {
-		if seg[j] >= utf8.RuneSelf {
+		c := seg[j]
+		if c >= utf8.RuneSelf {
 			return false // maybe a Unicode blank: leave it to shellWords
 		}
-		if asciiSpace[seg[j]] {
+		if asciiSpace[c] {
 			break
 		}
+		slash = slash || c == '/'
 	}
 	first := trimQuotes(seg[i:j])
 	if first == "" {
 		return i == j && j == len(seg) // a blank segment; an empty quoted word is skipped by shellWords
 	}
-	if k := strings.LastIndex(first, "/"); k >= 0 {
-		first = first[k+1:]
+	if slash {
+		first = first[strings.LastIndexByte(first, '/')+1:]
 	}
-	for _, p := range shellPrograms {
-		if first == p {
-			return false
-		}
+	return !isShellProgram(first)
+}
+
+// isShellProgram reports whether w is one of shellPrograms.
+func isShellProgram(w string) bool {
+	switch w {
+	case "cat", "head", "tail", "nl", "less", "more", "bat", "sed", "tee":
+		return true
 	}
-	return true
+	return false
 }
 
 // trimQuotes is strings.Trim(w, `"'`) without building a cutset.
@@ -436,19 +468,40 @@ func trimQuotes(w string) string {
 	return w
 }
 
-// nextShellSegment splits cmd at the first newline, ;, |, || or &&.
-func nextShellSegment(cmd string) (seg, rest string) {
-	for i := 0; i < len(cmd); i++ {
-		switch cmd[i] {
-		case '\n', ';', '|':
-			return cmd[:i], cmd[i+1:]
-		case '&':
-			if i+1 < len(cmd) && cmd[i+1] == '&' {
-				return cmd[:i], cmd[i+2:]
+// nextShellSegment finds the end of the segment of cmd starting at at:
+// the first newline, ;, |, || or && at or after at, and where the next
+// segment starts. Eight bytes at a time while none is a newline, ;, | or
+// &.
+func nextShellSegment(cmd string, at int) (end, next int) {
+	const (
+		lsb = 0x0101010101010101
+		msb = 0x8080808080808080
+	)
+	b := unsafe.Slice(unsafe.StringData(cmd), len(cmd))
+	for i := at; i < len(b); {
+		for ; i+8 <= len(b); i += 8 {
+			w := binary.LittleEndian.Uint64((*[8]byte)(b[i : i+8])[:])
+			// A zero byte in w^c for each separator c; all are ASCII, so
+			// the high bits of every w^c are those of w. The lowest flagged
+			// byte is a separator.
+			nl, semi, bar, amp := (w^(lsb*'\n'))-lsb, (w^(lsb*';'))-lsb, (w^(lsb*'|'))-lsb, (w^(lsb*'&'))-lsb
+			if m := (nl | semi | bar | amp) &^ w & msb; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+		}
+		for stop := min(i+8, len(b)); i < stop; i++ {
+			switch b[i] {
+			case '\n', ';', '|':
+				return i, i + 1
+			case '&':
+				if i+1 < len(b) && b[i+1] == '&' {
+					return i, i + 2
+				}
 			}
 		}
 	}
-	return cmd, ""
+	return len(cmd), len(cmd)
 }
 
 // shellWords splits on blanks and strips simple quotes, appending to out;
@@ -520,42 +573,62 @@ func argKey(k []byte) int {
 	return -1
 }
 
-// str is the value of key when it is a string, else "".
-func (a *toolArgs) str(key string) string {
+// str is the value of key when it is a string, else "". A string with
+// no escape is read in place; others are decoded at the end of *buf. The
+// result lives as long as the input and *buf's bytes.
+func (a *toolArgs) str(key string, buf *[]byte) string {
 	for i, w := range argKeys {
 		if w == key {
 			v := a.vals[i]
 			if v.End == 0 || a.input[v.Start] != '"' {
 				return ""
 			}
-			return jsonscan.StringValue(a.input[v.Start:v.End], v.ValFlags)
+			return decodeInto(buf, a.input[v.Start:v.End], v.ValFlags)
 		}
 	}
 	return ""
 }
 
+// decodeInto is the value of the valid JSON string s in which String found
+// flags: s's own bytes when nothing needs decoding, else bytes appended to
+// *buf, which are not changed until *buf is reset.
+func decodeInto(buf *[]byte, s []byte, flags int) string {
+	if flags == 0 {
+		return unsafe.String(unsafe.SliceData(s[1:]), len(s)-2)
+	}
+	start := len(*buf)
+	*buf = jsonscan.AppendStringValue(*buf, s, flags)
+	v := (*buf)[start:]
+	return unsafe.String(unsafe.SliceData(v), len(v))
+}
+
 // commandList joins the string elements of a command given as an array
-// (Codex's ["bash", "-lc", "..."]).
-func (a *toolArgs) commandList() string {
+// (Codex's ["bash", "-lc", "..."]), at the end of *buf.
+func (a *toolArgs) commandList(buf *[]byte) string {
 	v := a.vals[argCommand]
 	if v.End == 0 || a.input[v.Start] != '[' {
 		return ""
 	}
-	var parts []string
+	start, parts := len(*buf), 0
 	b := a.input[:v.End]
 	i := jsonscan.SkipWS(b, v.Start+1)
 	for i < v.End && b[i] != ']' {
 		end, _ := jsonscan.Scanner{}.Value(b, i)
 		if b[i] == '"' {
-			s, _ := jsonscan.DecodeString(b[i:end])
-			parts = append(parts, s)
+			if parts > 0 {
+				*buf = append(*buf, ' ')
+			}
+			_, flags := jsonscan.String(b, i)
+			*buf = jsonscan.AppendStringValue(*buf, b[i:end], flags)
+			parts++
 		}
 		i = jsonscan.SkipWS(b, end)
 		if i < v.End && b[i] == ',' {
 			i = jsonscan.SkipWS(b, i+1)
 		}
 	}
-	return strings.Join(parts, " ")
+	out := (*buf)[start:]
+	return unsafe.String(unsafe.SliceData(out), len(out))
 }
 
 // argScanner reads tool inputs as encoding/json decodes them into a map,

@@ -312,6 +312,15 @@ func TestFileOpsBeforeSynthetic(t *testing.T) {
 	assert.NotEmpty(t, ref.modified)
 }
 
+func TestIsShellProgram(t *testing.T) {
+	for _, p := range shellPrograms {
+		assert.True(t, isShellProgram(p), p)
+		assert.False(t, isShellProgram(p+"x"), p+"x")
+		assert.False(t, isShellProgram(strings.ToUpper(p)), p)
+	}
+	assert.False(t, isShellProgram(""))
+}
+
 func TestShellWordsUnicodeBlanks(t *testing.T) {
 	for _, seg := range []string{"cat a.go", "  cat\t'a.go'  \"b.go\" ", "cat\u00a0a.go b.go", "cat déjà.go\u2003x.go", "sed -n 1p\vf.go"} {
 		var want []string

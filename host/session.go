@@ -223,6 +223,9 @@ func (s *Session) Append(msgs ...Message) error {
 		s.msgs = slices.Grow(s.msgs, len(msgs))
 		s.cum = slices.Grow(s.cum, len(msgs))
 		s.cutOK = slices.Grow(s.cutOK, len(msgs))
+		if len(s.index) == 0 {
+			s.index = make(map[string]int, len(msgs)) // no rehashing as it fills
+		}
 	}
 	for i := range msgs {
 		if err := s.appendLocked(msgs[i], true); err != nil {
@@ -259,7 +262,9 @@ func (s *Session) appendLocked(m Message, persist bool) error {
 		return fmt.Errorf("%w: %q", ErrDuplicateID, m.ID)
 	}
 	if persist && s.log != nil {
-		if err := s.writeEntry(Entry{Type: EntryMessage, Message: &m}); err != nil {
+		// A copy for the encoder: m itself stays on the stack.
+		logged := m
+		if err := s.writeEntry(Entry{Type: EntryMessage, Message: &logged}); err != nil {
 			return err
 		}
 	}

@@ -206,7 +206,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 					Text string `json:"text"`
 				} `json:"base_instructions"`
 			}
-			if err := decode(l.Payload, &meta); err != nil {
+			if err := decodeChecked(l.Payload, &meta); err != nil {
 				return fmt.Errorf("session_meta: %s", jsonReason(err))
 			}
 			text := meta.Instructions
@@ -219,7 +219,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			}
 		case "response_item":
 			var it codexItem
-			if err := decode(l.Payload, &it); err != nil {
+			if err := decodeChecked(l.Payload, &it); err != nil {
 				return fmt.Errorf("response_item: %s", jsonReason(err))
 			}
 			tr.item(n)
@@ -229,7 +229,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 				Message     string      `json:"message"`
 				Replacement []codexItem `json:"replacement_history"`
 			}
-			if err := decode(l.Payload, &c); err != nil {
+			if err := decodeChecked(l.Payload, &c); err != nil {
 				return fmt.Errorf("compacted: %s", jsonReason(err))
 			}
 			b.close()
@@ -251,7 +251,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			var ev struct {
 				Type string `json:"type"`
 			}
-			if err := decode(l.Payload, &ev); err != nil {
+			if err := decodeChecked(l.Payload, &ev); err != nil {
 				return fmt.Errorf("event_msg: %s", jsonReason(err))
 			}
 			if ev.Type != "token_count" {
@@ -259,7 +259,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 				return nil
 			}
 			var tc codexTokenCount
-			if err := decode(l.Payload, &tc); err != nil {
+			if err := decodeChecked(l.Payload, &tc); err != nil {
 				return fmt.Errorf("token_count: %s", jsonReason(err))
 			}
 			// A token_count ends a model response.

@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strings"
+	"unsafe"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/jsonscan"
 )
 
 // apiBlock is a content block in the Anthropic Messages API form, as
@@ -155,9 +157,10 @@ func objectInput(raw json.RawMessage) json.RawMessage {
 			return argumentsInput(s)
 		}
 	}
-	var buf bytes.Buffer
-	if raw[0] == '{' && json.Compact(&buf, raw) == nil {
-		return json.RawMessage(buf.Bytes())
+	if raw[0] == '{' {
+		if in, ok := compact(raw); ok {
+			return in
+		}
 	}
 	wrapped, _ := json.Marshal(map[string]json.RawMessage{"input": raw})
 	return objectInput(wrapped)
@@ -169,13 +172,46 @@ func objectInput(raw json.RawMessage) json.RawMessage {
 func argumentsInput(s string) json.RawMessage {
 	t := strings.TrimSpace(s)
 	if strings.HasPrefix(t, "{") {
-		var buf bytes.Buffer
-		if json.Compact(&buf, []byte(t)) == nil {
-			return json.RawMessage(buf.Bytes())
+		if in, ok := compact(unsafe.Slice(unsafe.StringData(t), len(t))); ok {
+			return in
 		}
 	}
 	wrapped, _ := json.Marshal(map[string]string{"input": s})
 	return json.RawMessage(wrapped)
+}
+
+// compact is json.Compact of b into a new slice, false if b is not JSON.
+func compact(b []byte) (json.RawMessage, bool) {
+	switch (jsonscan.Scanner{}).Valid(b) {
+	case jsonscan.OK:
+		return compactJSON(b), true
+	case jsonscan.Undecided:
+		var buf bytes.Buffer
+		if json.Compact(&buf, b) == nil {
+			return json.RawMessage(buf.Bytes()), true
+		}
+	}
+	return nil, false
+}
+
+// compactJSON is json.Compact of valid JSON text, in a new slice: the
+// white space outside strings dropped.
+func compactJSON(b []byte) json.RawMessage {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		switch c := b[i]; c {
+		case ' ', '\t', '\n', '\r':
+			i++
+		case '"':
+			end, _ := jsonscan.String(b, i)
+			out = append(out, b[i:end]...)
+			i = end
+		default:
+			out = append(out, c)
+			i++
+		}
+	}
+	return out
 }
 
 // dataURLImage converts a data: URL to an image block; any other URL, or

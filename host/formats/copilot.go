@@ -61,7 +61,7 @@ func readCopilot(r *bufio.Reader, s *Session) error {
 			if len(ev.Data) == 0 || ev.Data[0] != '{' {
 				return fmt.Errorf("%s event: expected a JSON object in \"data\"", ev.Type)
 			}
-			if err := decode(ev.Data, &d); err != nil {
+			if err := decodeChecked(ev.Data, &d); err != nil {
 				return fmt.Errorf("%s data: %s", ev.Type, jsonReason(err))
 			}
 		case "":

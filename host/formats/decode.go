@@ -23,13 +23,45 @@ import (
 // errUndecided sends a value to json.Unmarshal.
 var errUndecided = errors.New("formats: decode undecided")
 
-var rawMessageType = reflect.TypeFor[json.RawMessage]()
+var (
+	rawMessageType  = reflect.TypeFor[json.RawMessage]()
+	borrowedRawType = reflect.TypeFor[borrowedRaw]()
+)
+
+// borrowedRaw is a json.RawMessage that decode does not copy: it points
+// into the input, for a member read before the input is dropped (a
+// mini-swe-agent message's extra, most of the trajectory).
+type borrowedRaw []byte
+
+// UnmarshalJSON copies, as json.RawMessage does: encoding/json may reuse b.
+func (r *borrowedRaw) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...)
+	return nil
+}
 
 // decode is json.Unmarshal(data, v) for v a pointer to a zero value.
 func decode(data []byte, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
 		if err := decodeValue(data, rv.Elem(), unchecked); err == nil {
+			return nil
+		}
+		rv.Elem().SetZero()
+	}
+	return json.Unmarshal(data, v)
+}
+
+// decodeChecked is decode for data a scan has checked already: a
+// json.RawMessage member of a decoded record. Objects and arrays in it are
+// crossed without checking them again (jsonscan.Skip).
+func decodeChecked(data []byte, v any) error {
+	flags := 0
+	if t := trimWS(data); len(t) > 0 && t[0] == '"' {
+		flags = unchecked // a string's flags are unknown
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		if err := decodeValue(data, rv.Elem(), flags); err == nil {
 			return nil
 		}
 		rv.Elem().SetZero()
@@ -66,7 +98,7 @@ func decodeValue(data []byte, v reflect.Value, flags int) error {
 			v.SetZero()
 			return nil
 		case reflect.Slice:
-			if v.Type() != rawMessageType {
+			if v.Type() != rawMessageType && v.Type() != borrowedRawType {
 				v.SetZero()
 				return nil
 			}
@@ -108,13 +140,16 @@ func decodeValue(data []byte, v reflect.Value, flags int) error {
 		}
 		return decodeValue(data, v.Elem(), flags)
 	case reflect.Slice:
-		if v.Type() == rawMessageType {
+		if t := v.Type(); t == rawMessageType || t == borrowedRawType {
 			if flags == unchecked {
 				if end, st := (jsonscan.Scanner{}).Value(data, 0); st != jsonscan.OK || end != len(data) {
 					return errUndecided
 				}
 			}
-			v.SetBytes(append([]byte(nil), data...))
+			if t == rawMessageType {
+				data = append([]byte(nil), data...)
+			}
+			v.SetBytes(data)
 			return nil
 		}
 		if v.Type().Elem().Kind() == reflect.Struct && data[0] == '[' {
@@ -122,7 +157,7 @@ func decodeValue(data []byte, v reflect.Value, flags int) error {
 		}
 	case reflect.Struct:
 		if data[0] == '{' {
-			return decodeStruct(data, v)
+			return decodeStruct(data, v, flags != unchecked)
 		}
 	}
 	return json.Unmarshal(data, v.Addr().Interface())
@@ -137,7 +172,7 @@ func decodeSlice(data []byte, v reflect.Value, checked bool) error {
 	v.SetLen(0)
 	i := jsonscan.SkipWS(data, 1)
 	for n := 0; data[i] != ']'; n++ {
-		end, _ := jsonscan.Scanner{}.Value(data, i)
+		end := jsonscan.Skip(data, i) // checked by now
 		v.Grow(1)
 		v.SetLen(n + 1)
 		flags := 0
@@ -158,14 +193,15 @@ func decodeSlice(data []byte, v reflect.Value, checked bool) error {
 	return nil
 }
 
-// decodeStruct decodes an object into a struct, member by member.
-func decodeStruct(data []byte, v reflect.Value) error {
+// decodeStruct decodes an object into a struct, member by member; checked
+// says the object was checked already, as a member of the one it is in.
+func decodeStruct(data []byte, v reflect.Value, checked bool) error {
 	info := structInfoOf(v.Type())
 	if info == nil {
 		return errUndecided
 	}
 	var buf [24]jsonscan.Member
-	members, st := jsonscan.Scanner{}.Members(data, buf[:0])
+	members, st := jsonscan.Scanner{Checked: checked}.Members(data, buf[:0])
 	if st != jsonscan.OK {
 		return errUndecided
 	}

@@ -2,6 +2,7 @@ package formats
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -53,6 +54,9 @@ func assertDecodesAsJSON(t *testing.T, data []byte) {
 		}
 		require.NoError(t, gerr, "%T: %q", got, data)
 		assert.True(t, reflect.DeepEqual(want, got), "%T: %q\njson:   %#v\ndecode: %#v", got, data, want, got)
+		checked := target()
+		require.NoError(t, decodeChecked(data, checked), "%T: %q", got, data)
+		assert.True(t, reflect.DeepEqual(want, checked), "%T: %q\njson:   %#v\ndecodeChecked: %#v", got, data, want, checked)
 	}
 }
 
@@ -132,4 +136,20 @@ func TestDecodeCorpusDocuments(t *testing.T) {
 			assert.True(t, reflect.DeepEqual(wantSWE, gotSWE), "as a SWE-agent trajectory")
 		})
 	}
+}
+
+// FuzzCompact holds compact to json.Compact.
+func FuzzCompact(f *testing.F) {
+	for _, s := range append(decodeSeeds, `{ "a" : [ 1 , "b c" , { } ] }`, "{\"s\":\" \\\" \\t \"\n}", `{"deep":`+strings.Repeat(`[`, 70)+strings.Repeat(`]`, 70)+`}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want bytes.Buffer
+		werr := json.Compact(&want, b)
+		got, ok := compact(b)
+		require.Equal(t, werr == nil, ok, "%q", b)
+		if ok {
+			assert.Equal(t, want.String(), string(got), "%q", b)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -168,6 +169,10 @@ func Read(r io.Reader, format string) (*Session, error) {
 		return nil, &MismatchError{Format: format, Looks: looks}
 	}
 	read := readers[format]
+	switch format {
+	case Anthropic, OpenAI, MiniSWEAgent, SWEAgent: // read by readDoc
+		br = wholeReader(br, r)
+	}
 	s := &Session{Format: format, Skipped: map[string]int{}, Repaired: map[string]int{}}
 	err = read(br, s)
 	if err != nil {
@@ -183,6 +188,41 @@ func Read(r io.Reader, format string) (*Session, error) {
 		return nil, &MismatchError{Format: format, Reason: strings.TrimPrefix(firstClause(derr), ErrUnknownFormat.Error()+": ")}
 	}
 	return s, nil
+}
+
+// maxWholeBuffer bounds the documents Read buffers whole; larger ones are
+// read by io.ReadAll.
+const maxWholeBuffer = 256 << 20
+
+// wholeReader is br, reading from r, with room for all of the input when r
+// says how much it holds: readDoc then finds the document in the buffer
+// instead of growing a copy of it.
+func wholeReader(br *bufio.Reader, r io.Reader) *bufio.Reader {
+	n := sizeHint(r) // what br has not read yet
+	if n < 0 || n+int64(br.Buffered()) >= maxWholeBuffer {
+		return br
+	}
+	head, _ := br.Peek(br.Buffered())
+	head = bytes.Clone(head)
+	return bufio.NewReaderSize(io.MultiReader(bytes.NewReader(head), r), len(head)+int(n)+1)
+}
+
+// sizeHint is what is left to read in r when it says (a bytes.Reader, a
+// regular file), or -1.
+func sizeHint(r io.Reader) int64 {
+	switch r := r.(type) {
+	case interface{ Len() int }:
+		return int64(r.Len())
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if fi, err := r.Stat(); err == nil && fi.Mode().IsRegular() {
+			if s, ok := r.(io.Seeker); ok {
+				if at, err := s.Seek(0, io.SeekCurrent); err == nil && at <= fi.Size() {
+					return fi.Size() - at
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // compatible reports whether input detected as looks may still be in
@@ -251,8 +291,13 @@ func init() {
 }
 
 // readDoc reads a whole JSON document and unmarshals it into v.
-func readDoc(r io.Reader, format string, v any) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxDocSize+1))
+func readDoc(r *bufio.Reader, format string, v any) ([]byte, error) {
+	data, err := r.Peek(r.Size())
+	if errors.Is(err, io.EOF) {
+		err = nil // all of it is in the buffer, which nothing reads after
+	} else {
+		data, err = io.ReadAll(io.LimitReader(r, maxDocSize+1))
+	}
 	if err != nil {
 		return nil, &ParseError{Offset: -1, Format: format, Reason: err.Error(), Err: err}
 	}

@@ -3,7 +3,6 @@ package formats
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"strconv"
 
 	"github.com/compact-host/compact-host/abi"
@@ -13,7 +12,7 @@ import (
 // an "extra" object holding, among others, the raw model response.
 type miniMessage struct {
 	oaMessage
-	Extra json.RawMessage `json:"extra"`
+	Extra borrowedRaw `json:"extra"` // read before the document is dropped
 }
 
 // readMiniSWEAgent reads a mini-swe-agent trajectory: OpenAI-style messages
@@ -46,7 +45,7 @@ func readMiniSWEAgent(r *bufio.Reader, s *Session) error {
 
 // miniUsage extracts extra.response.usage; anything unexpected there means
 // no usage rather than an error, as the extra object is free-form.
-func miniUsage(extra json.RawMessage) *abi.Usage {
+func miniUsage(extra []byte) *abi.Usage {
 	if len(bytes.TrimSpace(extra)) == 0 {
 		return nil
 	}
@@ -55,7 +54,7 @@ func miniUsage(extra json.RawMessage) *abi.Usage {
 			Usage *oaUsage `json:"usage"`
 		} `json:"response"`
 	}
-	if decode(extra, &e) != nil || e.Response.Usage == nil {
+	if decodeChecked(extra, &e) != nil || e.Response.Usage == nil {
 		return nil
 	}
 	return e.Response.Usage.abi()

@@ -10,8 +10,10 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Status is the outcome of a scan.
@@ -36,6 +38,11 @@ type Scanner struct {
 	// than 300 characters: decoded into an interface{} (a float64),
 	// encoding/json may refuse it as out of range.
 	Float64 bool
+	// Checked says the text was checked already (a scan of a value holding
+	// it said OK): Members then skips objects and arrays without checking
+	// them again (Skip). Members still reads keys and string values with
+	// String, for their flags.
+	Checked bool
 }
 
 // SkipWS is the offset of the first byte at or after i that is not JSON
@@ -53,16 +60,21 @@ const (
 	NonASCII             // a byte of a multi-byte (or invalid) UTF-8 sequence
 )
 
-// Bit tricks on eight bytes at once (Hacker's Delight 6-1): hasZero is
-// non-zero when a byte of w is zero, hasLess when one is below n <= 128.
+// Bit tricks on eight bytes at once (Hacker's Delight 6-1): (x-lsb)&^x&msb
+// is non-zero when a byte of x is zero, (x-lsb*n)&^x&msb when one is below
+// n <= 128.
 const (
 	lsb = 0x0101010101010101
 	msb = 0x8080808080808080
 )
 
-func hasZero(w uint64) uint64 { return (w - lsb) &^ w & msb }
-
-func hasLess(w, n uint64) uint64 { return (w - lsb*n) &^ w & msb }
+// special is non-zero when a byte of w is a quote, a backslash or below
+// 0x20: the zero tests of w^'"' and w^'\\' and the below-0x20 test of w,
+// masked once, since w^'"' and w^'\\' have the high bits of w.
+func special(w uint64) uint64 {
+	quote, backslash, control := (w^(lsb*'"'))-lsb, (w^(lsb*'\\'))-lsb, w-lsb*0x20
+	return (quote | backslash | control) &^ w & msb
+}
 
 // String returns the offset past the JSON string starting at b[i] == '"'
 // and what it holds (Escape, NonASCII), or flags -1 for an invalid string.
@@ -70,17 +82,18 @@ func String(b []byte, i int) (end, flags int) {
 	var high uint64
 	for j := i + 1; j < len(b); j++ {
 		// Eight bytes at a time while none ends the string, escapes or is
-		// a control character.
+		// a control character; then straight to the first that does (the
+		// lowest flagged byte is always a real one).
 		for j+8 <= len(b) {
-			w := binary.LittleEndian.Uint64(b[j:])
-			if hasZero(w^(lsb*'"'))|hasZero(w^(lsb*'\\'))|hasLess(w, 0x20) != 0 {
+			w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
+			if m := special(w); m != 0 {
+				k := uint(bits.TrailingZeros64(m)) &^ 7
+				high |= w & (1<<k - 1)
+				j += int(k >> 3)
 				break
 			}
 			high |= w
 			j += 8
-		}
-		if high&msb != 0 {
-			flags |= NonASCII
 		}
 		if j >= len(b) {
 			break
@@ -88,6 +101,9 @@ func String(b []byte, i int) (end, flags int) {
 		c := b[j]
 		switch {
 		case c == '"':
+			if high&msb != 0 {
+				flags |= NonASCII
+			}
 			return j + 1, flags
 		case c == '\\':
 			flags |= Escape
@@ -130,14 +146,24 @@ func StringValue(s []byte, flags int) string {
 	if flags == 0 || flags == NonASCII && utf8.Valid(s) {
 		return string(s[1 : len(s)-1])
 	}
-	return unquote(s[1:len(s)-1], flags&NonASCII == 0)
+	out := AppendStringValue(make([]byte, 0, len(s)-2), s, flags)
+	return unsafe.String(unsafe.SliceData(out), len(out)) // out is not kept
 }
 
-// unquote decodes the body of a valid JSON string as encoding/json does:
-// escapes resolved, an unpaired surrogate escape and each byte of invalid
-// UTF-8 read as U+FFFD.
-func unquote(s []byte, ascii bool) string {
-	out := make([]byte, 0, len(s))
+// AppendStringValue appends the value of the valid JSON string s (quotes
+// included), in which String found flags, to dst.
+func AppendStringValue(dst, s []byte, flags int) []byte {
+	body := s[1 : len(s)-1]
+	if flags == 0 || flags == NonASCII && utf8.Valid(body) {
+		return append(dst, body...)
+	}
+	return appendUnquote(dst, body, flags&NonASCII == 0)
+}
+
+// appendUnquote appends the body of a valid JSON string decoded as
+// encoding/json decodes it: escapes resolved, an unpaired surrogate escape
+// and each byte of invalid UTF-8 read as U+FFFD.
+func appendUnquote(out, s []byte, ascii bool) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if ascii && c != '\\' {
@@ -193,7 +219,7 @@ func unquote(s []byte, ascii bool) string {
 			i += size
 		}
 	}
-	return string(out)
+	return out
 }
 
 // Hex4 is the value of the four hex digits b starts with, or -1.
@@ -403,6 +429,8 @@ func (sc Scanner) Members(b []byte, out []Member) ([]Member, Status) {
 			if m.End, m.ValFlags = String(b, j); m.ValFlags < 0 {
 				st = Bad
 			}
+		} else if sc.Checked {
+			m.End = Skip(b, j)
 		} else {
 			m.End, st = sc.value(b, j, 2)
 		}
@@ -430,4 +458,61 @@ func tail(b []byte, i int) Status {
 		return Bad
 	}
 	return OK
+}
+
+// Skip returns the offset past the value at b[i] in checked JSON text (a
+// scan said OK), looking only for the bytes that end strings and
+// containers: strings are crossed a quote at a time with
+// bytes.IndexByte. On text that is not valid JSON its answer means
+// nothing.
+func Skip(b []byte, i int) int {
+	if i < len(b) && b[i] != '"' && b[i] != '{' && b[i] != '[' {
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i // the end of a number or literal
+			}
+		}
+		return i
+	}
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i)
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset past the checked JSON string at b[i]: the
+// first quote not escaped by an odd run of backslashes.
+func skipString(b []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		j += k
+		n := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		j++
+		if n%2 == 0 {
+			return j
+		}
+	}
 }

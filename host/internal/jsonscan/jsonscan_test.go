@@ -86,6 +86,41 @@ func FuzzMembers(f *testing.F) {
 			}
 		}
 		assert.Equal(t, want, got, "%q", b)
+		checked, st := Scanner{Checked: true}.Members(b, nil)
+		assert.Equal(t, OK, st)
+		assert.Equal(t, ms, checked, "checked text, %q", b)
+	})
+}
+
+// FuzzSkip holds Skip to Value on every value of valid text.
+func FuzzSkip(f *testing.F) {
+	for _, s := range append(seeds, `[1,"a\\",{"b":"\"}"},[true,null],-2.5e3]`, `{"a":"\\\"","b":[{}]}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if (Scanner{}).Valid(b) != OK {
+			return
+		}
+		i := SkipWS(b, 0)
+		end, _ := Scanner{}.Value(b, i)
+		assert.Equal(t, end, Skip(b, i), "%q", b)
+		if b[i] == '[' || b[i] == '{' {
+			// Each element or member value, as Skip meets them.
+			for j := SkipWS(b, i+1); j < end-1; {
+				if b[i] == '{' {
+					k, _ := String(b, j)
+					j = SkipWS(b, SkipWS(b, k)+1)
+				}
+				e, _ := Scanner{}.Value(b, j)
+				assert.Equal(t, e, Skip(b, j), "%q at %d", b, j)
+				j = SkipWS(b, e)
+				if b[j] == ',' {
+					j = SkipWS(b, j+1)
+				} else {
+					break
+				}
+			}
+		}
 	})
 }
 

@@ -36,29 +36,91 @@ func (charsCounter) Name() string { return "chars/4" }
 // English text and code that providers without a public tokenizer quote.
 func (charsCounter) Count(s string) int { return (runeCount(s) + 3) / 4 }
 
-// runeCount is utf8.RuneCountInString, eight bytes at a time: the count
-// runs over every tool output appended. In valid UTF-8 the runes are the
-// bytes that are not continuation bytes (10xxxxxx); text that is not
-// valid UTF-8 is counted rune by rune, as RuneCountInString counts it.
+// runeCount is utf8.RuneCountInString: the count runs over every text
+// appended. ASCII is skipped 32, then 8 bytes at a time; in a word with a
+// high bit set, the ASCII bytes before the first such byte are counted at
+// once, and runes are decoded from there to the next ASCII byte as a
+// range over the string decodes them (a byte that starts no valid sequence
+// is a rune of its own).
 func runeCount(s string) int {
+	const hi = 0x8080808080808080
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
-	n, high := 0, uint64(0)
-	for len(b) >= 8 {
-		w := binary.LittleEndian.Uint64(b)
-		high |= w
-		n += 8 - bits.OnesCount64(w&^(w<<1)&0x8080808080808080)
-		b = b[8:]
-	}
-	for _, c := range b {
-		high |= uint64(c)
-		if c&0xC0 != 0x80 {
+	n, j := 0, 0
+	for j+8 <= len(b) {
+		i := j
+		for j+32 <= len(b) {
+			q := (*[32]byte)(b[j : j+32])
+			if (binary.LittleEndian.Uint64(q[0:])|binary.LittleEndian.Uint64(q[8:])|
+				binary.LittleEndian.Uint64(q[16:])|binary.LittleEndian.Uint64(q[24:]))&hi != 0 {
+				break
+			}
+			j += 32
+		}
+		for j+8 <= len(b) {
+			w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
+			if w&hi != 0 {
+				j += bits.TrailingZeros64(w&hi) >> 3
+				break
+			}
+			j += 8
+		}
+		n += j - i
+		// Rune by rune to the next ASCII byte.
+		for j < len(b) && b[j] >= utf8.RuneSelf {
 			n++
+			if j+3 <= len(b) {
+				// Most of what is not ASCII is three bytes: a lead byte
+				// 1110xxxx but E0 and ED (whose second byte has a narrower
+				// range), and two continuation bytes.
+				q := (*[3]byte)(b[j : j+3])
+				if r := uint32(q[0]) | uint32(q[1])<<8 | uint32(q[2])<<16; r&0xC0C0F0 == 0x8080E0 && q[0] != 0xE0 && q[0] != 0xED {
+					j += 3
+					// A run of the same character (a rule drawn with ─)
+					// is compared, not decoded.
+					for j+3 <= len(b) {
+						q := (*[3]byte)(b[j : j+3])
+						if uint32(q[0])|uint32(q[1])<<8|uint32(q[2])<<16 != r {
+							break
+						}
+						j += 3
+						n++
+					}
+					continue
+				}
+			}
+			j += runeLen(b[j:])
 		}
 	}
-	if high&0x8080808080808080 != 0 && !utf8.ValidString(s) {
-		return utf8.RuneCountInString(s)
+	for j < len(b) {
+		j += runeLen(b[j:])
+		n++
 	}
 	return n
+}
+
+// runeLen is the length of the rune b starts with, as utf8.DecodeRune
+// reads it: 1 for ASCII and for a byte that starts no valid sequence.
+func runeLen(b []byte) int {
+	c := b[0]
+	switch {
+	case c < 0xC2: // ASCII, a continuation byte, or an overlong start
+		return 1
+	case c < 0xE0:
+		if len(b) >= 2 && b[1]&0xC0 == 0x80 {
+			return 2
+		}
+	case c < 0xF0:
+		// E0 needs A0..BF next (no overlong form), ED 80..9F (no surrogate).
+		if len(b) >= 3 && b[1]&0xC0 == 0x80 && b[2]&0xC0 == 0x80 && (c != 0xE0 || b[1] >= 0xA0) && (c != 0xED || b[1] < 0xA0) {
+			return 3
+		}
+	case c < 0xF5:
+		// F0 needs 90..BF next (no overlong form), F4 80..8F (at most U+10FFFF).
+		if len(b) >= 4 && b[1]&0xC0 == 0x80 && b[2]&0xC0 == 0x80 && b[3]&0xC0 == 0x80 && (c != 0xF0 || b[1] >= 0x90) && (c != 0xF4 || b[1] < 0x90) {
+			return 4
+		}
+	}
+	return 1
 }
 
 // Chars returns the chars/4 estimator.

@@ -154,7 +154,11 @@ func BenchmarkO200k(b *testing.B) {
 
 func TestRuneCountMatchesUTF8(t *testing.T) {
 	for _, s := range []string{"", "a", "abcdefg", "abcdefgh", "abcdefghi", "déjà vu, encore une fois", "日本語のテキストと ASCII text mixed 12345678",
-		"bad \xff\xfe bytes in the middle of ascii text", "\xe2\x82 truncated sequence then ascii", "emoji 😀😀😀 and more ascii after it", strings.Repeat("x", 1000) + "é"} {
+		"bad \xff\xfe bytes in the middle of ascii text", "\xe2\x82 truncated sequence then ascii", "emoji 😀😀😀 and more ascii after it", strings.Repeat("x", 1000) + "é",
+		strings.Repeat("─", 40) + " box drawing " + strings.Repeat("━", 33), strings.Repeat("ab─", 20) + "\xe2\x94",
+		"1234567\xe2\x94\x80" + strings.Repeat("y", 40) + "\xed\xa0\x80 surrogate", "overlong \xc0\x80 and \xe0\x80\x80 and \xf0\x80\x80\x80 in words",
+		"edges \xe0\xa0\x80 \xed\x9f\xbf \xf0\x90\x80\x80 \xf4\x8f\xbf\xbf \xf4\x90\x80\x80 \xf5\x80\x80\x80 past them",
+		strings.Repeat("😀", 17) + "\x80", strings.Repeat("z", 31) + "😀" + strings.Repeat("z", 40)} {
 		assert.Equal(t, utf8.RuneCountInString(s), runeCount(s), "%q", s)
 	}
 }
