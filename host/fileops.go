@@ -423,11 +423,40 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 // the programs it reads (the lines of a here-document, mostly). It is
 // false whenever it cannot tell cheaply.
 func quietSegment(seg string) bool {
+	const (
+		lsb = 0x0101010101010101
+		msb = 0x8080808080808080
+	)
+	b := unsafe.Slice(unsafe.StringData(seg), len(seg))
 	i := 0
+	// The indentation of a here-document's line eight spaces at a time.
+	for i+8 <= len(b) && binary.LittleEndian.Uint64((*[8]byte)(b[i : i+8])[:]) == lsb*' ' {
+		i += 8
+	}
 	for i < len(seg) && seg[i] < utf8.RuneSelf && asciiSpace[seg[i]] {
 		i++
 	}
 	j, slash := i, false
+	// Eight bytes at a time to the first that may end the word: below
+	// '!' or not ASCII. The lowest such byte in w is the lowest flagged
+	// in stop (no borrow crosses a byte at or above '!'), and a slash
+	// before it flags a byte below it in sl, as a zero byte of w^'/'.
+	for j+8 <= len(b) {
+		w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
+		stop := (w - lsb*'!' | w) & msb
+		y := w ^ lsb*'/'
+		sl := (y - lsb) &^ y & msb
+		if stop != 0 {
+			k := bits.TrailingZeros64(stop) &^ 7
+			slash = slash || sl&(1<<k-1) != 0
+			j += k >> 3
+			break
+		}
+		slash = slash || sl != 0
+		j += 8
+	}
+	// Byte by byte from there, as the control bytes that are no blank
+	// belong to the word.
 	for ; j < len(seg); j++ {
 		c := seg[j]
 		if c >= utf8.RuneSelf {
@@ -564,11 +593,34 @@ var argKeys = [...]string{"file_path", "path", "filePath", "notebook_path", "tar
 
 const argCommand = 7 // index of "command" in argKeys
 
+// argKey is the index of k in argKeys, or -1: a switch, which compares
+// lengths before bytes, where a loop compared every key.
 func argKey(k []byte) int {
-	for i, w := range argKeys {
-		if string(k) == w {
-			return i
-		}
+	switch string(k) {
+	case "file_path":
+		return 0
+	case "path":
+		return 1
+	case "filePath":
+		return 2
+	case "notebook_path":
+		return 3
+	case "target_file":
+		return 4
+	case "filename":
+		return 5
+	case "file":
+		return 6
+	case "command":
+		return 7
+	case "cmd":
+		return 8
+	case "input":
+		return 9
+	case "patch":
+		return 10
+	case "content":
+		return 11
 	}
 	return -1
 }

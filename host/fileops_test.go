@@ -335,8 +335,18 @@ func TestShellWordsUnicodeBlanks(t *testing.T) {
 
 func FuzzShellOps(f *testing.F) {
 	for _, c := range []string{"cat a.go | tee b.log", "\u00a0cat a.go", "x\x89 cat y.go", "'' cat a.go", "cat <<'EOF' > new.py\nimport os\ncat = 1\nEOF\nsed -n 1p new.py",
-		"sed -i s/a/b/ x.py && head -3 README.md >> out.txt", "echo hi;nl\u2003a.c", "/usr/bin/less ./x.go||more y.md"} {
+		"sed -i s/a/b/ x.py && head -3 README.md >> out.txt", "echo hi;nl\u2003a.c", "/usr/bin/less ./x.go||more y.md",
+		"                /usr/local/bin/cat x.go", "        self.assertEqual(a/b, c)\n    tee/x.log\n", "abcdefgh/cat a.go", "ab\x01cdefghijk/head -1 a.go", "abcdefghijklmn/tail\u00a0a.go"} {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) { assert.Equal(t, refShellOps(cmd), shellOps(cmd), "%q", cmd) })
+}
+
+func TestArgKey(t *testing.T) {
+	for i, k := range argKeys {
+		assert.Equal(t, i, argKey([]byte(k)), k)
+		assert.Equal(t, -1, argKey([]byte(k+"x")), k+"x")
+		assert.Equal(t, -1, argKey([]byte(strings.ToUpper(k))), k)
+	}
+	assert.Equal(t, -1, argKey(nil))
 }

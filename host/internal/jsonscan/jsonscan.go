@@ -165,61 +165,67 @@ func AppendStringValue(dst, s []byte, flags int) []byte {
 // and each byte of invalid UTF-8 read as U+FFFD.
 func appendUnquote(out, s []byte, ascii bool) []byte {
 	for i := 0; i < len(s); {
-		c := s[i]
-		if ascii && c != '\\' {
-			// Copy up to the next escape at once.
+		if s[i] != '\\' {
+			// Up to the next escape at once, as it is when it is ASCII or
+			// valid UTF-8 (no sequence holds a backslash, so none is cut).
 			j := bytes.IndexByte(s[i:], '\\')
 			if j < 0 {
 				j = len(s) - i
 			}
-			out = append(out, s[i:i+j]...)
+			if run := s[i : i+j]; ascii || utf8.Valid(run) {
+				out = append(out, run...)
+			} else {
+				for k := 0; k < len(run); {
+					r, size := utf8.DecodeRune(run[k:])
+					out = utf8.AppendRune(out, r)
+					k += size
+				}
+			}
 			i += j
 			continue
 		}
-		switch {
-		case c == '\\':
-			switch s[i+1] {
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				r := rune(Hex4(s[i+2:]))
-				i += 6
-				if utf16.IsSurrogate(r) {
-					r2 := rune(-1)
-					if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-						r2 = rune(Hex4(s[i+2:]))
-					}
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r = d
-						i += 6
-					} else {
-						r = utf8.RuneError
-					}
-				}
-				out = utf8.AppendRune(out, r)
-				continue
-			default: // ", \ and /
-				out = append(out, s[i+1])
-			}
-			i += 2
-		case c < utf8.RuneSelf:
-			out = append(out, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(s[i:])
+		r, n := unescape(s[i:])
+		if r < utf8.RuneSelf {
+			out = append(out, byte(r))
+		} else {
 			out = utf8.AppendRune(out, r)
-			i += size
 		}
+		i += n
 	}
 	return out
+}
+
+// unescape decodes the escape s starts with, valid as String checked it:
+// the rune and the bytes read. A \u escape of a surrogate takes the
+// escape after it when the two make a pair, and is U+FFFD when they do
+// not.
+func unescape(s []byte) (rune, int) {
+	switch s[1] {
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r := rune(Hex4(s[2:]))
+		if !utf16.IsSurrogate(r) {
+			return r, 6
+		}
+		r2 := rune(-1)
+		if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+			r2 = rune(Hex4(s[8:]))
+		}
+		if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+			return d, 12
+		}
+		return utf8.RuneError, 6
+	}
+	return rune(s[1]), 2 // ", \ and /
 }
 
 // Hex4 is the value of the four hex digits b starts with, or -1.
