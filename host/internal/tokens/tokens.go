@@ -87,7 +87,18 @@ func runeCount(s string) int {
 				if r := uint32(q[0]) | uint32(q[1])<<8 | uint32(q[2])<<16; r&0xC0C0F0 == 0x8080E0 && q[0] != 0xE0 && q[0] != 0xED {
 					j += 3
 					// A run of the same character (a rule drawn with ─)
-					// is compared, not decoded.
+					// is compared, not decoded: four at a time as twelve
+					// bytes, r's bytes repeated, then one at a time.
+					r8 := uint64(r) | uint64(r)<<24 | uint64(r)<<48
+					r4 := uint32(r>>16) | r<<8
+					for j+12 <= len(b) {
+						q := (*[12]byte)(b[j : j+12])
+						if binary.LittleEndian.Uint64(q[:8]) != r8 || binary.LittleEndian.Uint32(q[8:]) != r4 {
+							break
+						}
+						j += 12
+						n += 4
+					}
 					for j+3 <= len(b) {
 						q := (*[3]byte)(b[j : j+3])
 						if uint32(q[0])|uint32(q[1])<<8|uint32(q[2])<<16 != r {
@@ -103,7 +114,11 @@ func runeCount(s string) int {
 		}
 	}
 	for j < len(b) {
-		j += runeLen(b[j:])
+		if b[j] < utf8.RuneSelf {
+			j++
+		} else {
+			j += runeLen(b[j:])
+		}
 		n++
 	}
 	return n

@@ -165,5 +165,7 @@ func TestRuneCountMatchesUTF8(t *testing.T) {
 
 func FuzzRuneCount(f *testing.F) {
 	f.Add("déjà vu \xff abcdefgh")
+	f.Add(strings.Repeat("─", 13) + "x" + strings.Repeat("─", 5) + "┼" + strings.Repeat("─", 4) + "\xe2\x94")
+	f.Add("abcdefgh" + strings.Repeat("═", 9) + "\xe2\x95" + strings.Repeat("═", 7) + "\xed\xa0\x80 xyz")
 	f.Fuzz(func(t *testing.T, s string) { assert.Equal(t, utf8.RuneCountInString(s), runeCount(s)) })
 }
