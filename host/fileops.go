@@ -358,8 +358,9 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 	if redirect < 0 {
 		redirect = len(cmd)
 	}
+	segs := newShellSegments(cmd)
 	for at := 0; at < len(cmd); {
-		end, next := nextShellSegment(cmd, at)
+		end, next := segs.from(at)
 		seg := cmd[at:end]
 		if redirect < at {
 			if j := strings.IndexByte(cmd[at:], '>'); j >= 0 {
@@ -497,40 +498,47 @@ func trimQuotes(w string) string {
 	return w
 }
 
-// nextShellSegment finds the end of the segment of cmd starting at at:
-// the first newline, ;, |, || or && at or after at, and where the next
-// segment starts. Eight bytes at a time while none is a newline, ;, | or
-// &.
-func nextShellSegment(cmd string, at int) (end, next int) {
-	const (
-		lsb = 0x0101010101010101
-		msb = 0x8080808080808080
-	)
-	b := unsafe.Slice(unsafe.StringData(cmd), len(cmd))
-	for i := at; i < len(b); {
-		for ; i+8 <= len(b); i += 8 {
-			w := binary.LittleEndian.Uint64((*[8]byte)(b[i : i+8])[:])
-			// A zero byte in w^c for each separator c; all are ASCII, so
-			// the high bits of every w^c are those of w. The lowest flagged
-			// byte is a separator.
-			nl, semi, bar, amp := (w^(lsb*'\n'))-lsb, (w^(lsb*';'))-lsb, (w^(lsb*'|'))-lsb, (w^(lsb*'&'))-lsb
-			if m := (nl | semi | bar | amp) &^ w & msb; m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
+// shellSegments finds the segments of a command: the ends are the
+// newlines, ;, |, || and && in it. The next of each separator is found
+// with one strings.IndexByte (strings.Index for &&) and kept until a
+// segment passes it, so a here-document of many lines, which holds few
+// separators but newlines, costs one search a line.
+type shellSegments struct {
+	cmd  string
+	next [4]int // the offset of the next '\n', ';', '|' and "&&" at or after the last search; -1 before the first
+}
+
+func newShellSegments(cmd string) shellSegments {
+	return shellSegments{cmd: cmd, next: [4]int{-1, -1, -1, -1}}
+}
+
+// from is where the segment starting at at ends and where the next one
+// starts.
+func (s *shellSegments) from(at int) (end, next int) {
+	end = len(s.cmd)
+	for k := range s.next {
+		if s.next[k] < at {
+			var j int
+			if k < 3 {
+				j = strings.IndexByte(s.cmd[at:], "\n;|"[k])
+			} else {
+				j = strings.Index(s.cmd[at:], "&&")
+			}
+			if j < 0 {
+				s.next[k] = len(s.cmd)
+			} else {
+				s.next[k] = at + j
 			}
 		}
-		for stop := min(i+8, len(b)); i < stop; i++ {
-			switch b[i] {
-			case '\n', ';', '|':
-				return i, i + 1
-			case '&':
-				if i+1 < len(b) && b[i+1] == '&' {
-					return i, i + 2
-				}
-			}
-		}
+		end = min(end, s.next[k])
 	}
-	return len(cmd), len(cmd)
+	switch {
+	case end == len(s.cmd):
+		return end, end
+	case end == s.next[3]:
+		return end, end + 2
+	}
+	return end, end + 1
 }
 
 // shellWords splits on blanks and strips simple quotes, appending to out;
