@@ -37,7 +37,7 @@ func (charsCounter) Name() string { return "chars/4" }
 func (charsCounter) Count(s string) int { return (runeCount(s) + 3) / 4 }
 
 // runeCount is utf8.RuneCountInString: the count runs over every text
-// appended. ASCII is skipped 64, 32, then 8 bytes at a time; in a word with a
+// appended. ASCII is skipped 32 or 64, then 8 bytes at a time; in a word with a
 // high bit set, the ASCII bytes before the first such byte are counted at
 // once, and runes are decoded from there to the next ASCII byte as a
 // range over the string decodes them (a byte that starts no valid sequence
@@ -49,23 +49,24 @@ func runeCount(s string) int {
 	for j+8 <= len(b) {
 		i := j
 		// The test of a block is the same in either byte order, so the
-		// words are loaded as they lie, without bounds checks: j+64 and
-		// j+32 are within b.
+		// words are loaded as they lie, without bounds checks: j+32 and
+		// j+64 are within b. Blocks of 64 only after one of 32 passed:
+		// text where other characters are dense would test each twice.
 		p := unsafe.Pointer(unsafe.SliceData(b))
-		for j+64 <= len(b) {
-			q := unsafe.Add(p, j)
-			if (*(*uint64)(q)|*(*uint64)(unsafe.Add(q, 8))|*(*uint64)(unsafe.Add(q, 16))|*(*uint64)(unsafe.Add(q, 24))|
-				*(*uint64)(unsafe.Add(q, 32))|*(*uint64)(unsafe.Add(q, 40))|*(*uint64)(unsafe.Add(q, 48))|*(*uint64)(unsafe.Add(q, 56)))&hi != 0 {
-				break
-			}
-			j += 64
-		}
 		for j+32 <= len(b) {
 			q := unsafe.Add(p, j)
 			if (*(*uint64)(q)|*(*uint64)(unsafe.Add(q, 8))|*(*uint64)(unsafe.Add(q, 16))|*(*uint64)(unsafe.Add(q, 24)))&hi != 0 {
 				break
 			}
 			j += 32
+			for j+64 <= len(b) {
+				q := unsafe.Add(p, j)
+				if (*(*uint64)(q)|*(*uint64)(unsafe.Add(q, 8))|*(*uint64)(unsafe.Add(q, 16))|*(*uint64)(unsafe.Add(q, 24))|
+					*(*uint64)(unsafe.Add(q, 32))|*(*uint64)(unsafe.Add(q, 40))|*(*uint64)(unsafe.Add(q, 48))|*(*uint64)(unsafe.Add(q, 56)))&hi != 0 {
+					break
+				}
+				j += 64
+			}
 		}
 		for j+8 <= len(b) {
 			w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
@@ -87,18 +88,8 @@ func runeCount(s string) int {
 				if r := uint32(q[0]) | uint32(q[1])<<8 | uint32(q[2])<<16; r&0xC0C0F0 == 0x8080E0 && q[0] != 0xE0 && q[0] != 0xED {
 					j += 3
 					// A run of the same character (a rule drawn with ─)
-					// is compared, not decoded: four at a time as twelve
-					// bytes, r's bytes repeated, then one at a time.
-					r8 := uint64(r) | uint64(r)<<24 | uint64(r)<<48
-					r4 := uint32(r>>16) | r<<8
-					for j+12 <= len(b) {
-						q := (*[12]byte)(b[j : j+12])
-						if binary.LittleEndian.Uint64(q[:8]) != r8 || binary.LittleEndian.Uint32(q[8:]) != r4 {
-							break
-						}
-						j += 12
-						n += 4
-					}
+					// is compared, not decoded: once it repeats, four at
+					// a time as twelve bytes, r's bytes repeated.
 					for j+3 <= len(b) {
 						q := (*[3]byte)(b[j : j+3])
 						if uint32(q[0])|uint32(q[1])<<8|uint32(q[2])<<16 != r {
@@ -106,6 +97,15 @@ func runeCount(s string) int {
 						}
 						j += 3
 						n++
+						r8, r4 := uint64(r)|uint64(r)<<24|uint64(r)<<48, uint32(r>>16)|r<<8
+						for j+12 <= len(b) {
+							q := (*[12]byte)(b[j : j+12])
+							if binary.LittleEndian.Uint64(q[:8]) != r8 || binary.LittleEndian.Uint32(q[8:]) != r4 {
+								break
+							}
+							j += 12
+							n += 4
+						}
 					}
 					continue
 				}
