@@ -184,6 +184,11 @@ func appendUnquote(out, s []byte, ascii bool) []byte {
 			i += j
 			continue
 		}
+		if s[i+1] == 'n' { // the most common escape, a line of a command or a file
+			out = append(out, '\n')
+			i += 2
+			continue
+		}
 		r, n := unescape(s[i:])
 		if r < utf8.RuneSelf {
 			out = append(out, byte(r))
