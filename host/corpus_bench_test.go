@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/host/formats"
+	"github.com/compact-host/compact-host/host/internal/cputime"
 )
 
 // corpusFiles are the real agent sessions of ../shared/corpus, one per
@@ -65,7 +66,7 @@ func BenchmarkAppendCorpus(b *testing.B) {
 			e, err := New(Config{ContextWindow: 1 << 30, Tokenizer: "chars"})
 			require.NoError(b, err)
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				s := e.NewSession()
 				if err := s.Append(msgs...); err != nil {
@@ -119,7 +120,7 @@ func repeatedSession(tb testing.TB, msgs []Message, n int) (*Engine, *Session) {
 func reportPerMessage(b *testing.B, cpu time.Duration, n int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/message")
 	if cpu >= 0 {
-		if now := processCPU(); now >= 0 {
+		if now := cputime.Process(); now >= 0 {
 			b.ReportMetric(float64((now-cpu).Nanoseconds())/float64(b.N*n), "cpu-ns/message")
 		}
 	}

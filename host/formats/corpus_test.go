@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/cputime"
 )
 
 // Expected figures. Tool calls, user turns, message counts of the sources
@@ -149,14 +150,14 @@ func BenchmarkRead(b *testing.B) {
 			require.NoError(b, err)
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				_, err := Read(bytes.NewReader(data), "")
 				require.NoError(b, err)
 			}
 			// MB/s of process CPU time: steadier than wall time on a
 			// shared machine (it counts the garbage collector's work too).
-			if now := processCPU(); cpu >= 0 && now > cpu {
+			if now := cputime.Process(); cpu >= 0 && now > cpu {
 				b.ReportMetric(float64(len(data))*float64(b.N)/1e6/(now-cpu).Seconds(), "cpu-MB/s")
 			}
 		})

@@ -1,5 +1,3 @@
-//go:build unix
-
 package plugin
 
 import (
@@ -8,13 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/internal/builtin"
+	"github.com/compact-host/compact-host/host/internal/cputime"
 	"github.com/compact-host/compact-host/host/internal/wasmrt"
 	"github.com/compact-host/compact-host/host/plugin/testdata/testplug/plug"
 	"github.com/compact-host/compact-host/plugins/narrative"
@@ -176,32 +173,27 @@ func benchTransports(b *testing.B, ps []*Plugin, bytes int, call func(*Plugin) e
 			if bytes > 0 {
 				b.SetBytes(int64(bytes))
 			}
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				if err := call(p); err != nil {
 					b.Fatal(err)
 				}
 			}
 			perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-			cpuPerOp := float64((processCPU() - cpu).Nanoseconds()) / float64(b.N)
-			b.ReportMetric(cpuPerOp, "cpu-ns/op")
+			cpuPerOp := float64((cputime.Process() - cpu).Nanoseconds()) / float64(b.N)
+			if cpu >= 0 {
+				b.ReportMetric(cpuPerOp, "cpu-ns/op")
+			}
 			if i == 0 {
 				inprocess, inprocessCPU = perOp, cpuPerOp
 			} else if inprocess > 0 {
 				b.ReportMetric(perOp/inprocess, "x-inprocess")
-				b.ReportMetric(cpuPerOp/inprocessCPU, "x-inprocess-cpu")
+				if cpu >= 0 {
+					b.ReportMetric(cpuPerOp/inprocessCPU, "x-inprocess-cpu")
+				}
 			}
 		})
 	}
-}
-
-// processCPU is the CPU time the process has used, user and system.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkBuiltinTruncate10MiB cuts a 10 MiB output of each category of

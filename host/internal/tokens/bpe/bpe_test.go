@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tiktoken-go/tokenizer"
 
+	"github.com/compact-host/compact-host/host/internal/cputime"
 	"github.com/compact-host/compact-host/host/internal/tokens/bpe/internal/vocab"
 )
 
@@ -409,11 +410,11 @@ func reportCPU(b *testing.B, size int, f func()) {
 	if size > 0 {
 		b.SetBytes(int64(size))
 	}
-	start := processCPU()
+	start := cputime.Process()
 	for b.Loop() {
 		f()
 	}
-	cpu := processCPU() - start
+	cpu := cputime.Process() - start
 	if start < 0 || cpu <= 0 {
 		return
 	}

@@ -1,15 +1,15 @@
 //go:build unix
 
-package formats
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time the process has used, user and system: on a
-// shared machine it measures the work where wall time measures the queue.
-func processCPU() time.Duration {
+// Process is the CPU time the process has used, user and system, or -1
+// when it cannot be read.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return -1
