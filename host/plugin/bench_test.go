@@ -32,7 +32,7 @@ import (
 // transports opens testplug on each transport.
 func transports(b *testing.B) map[string]*Plugin {
 	b.Helper()
-	opts := Options{CacheDir: filepath.Join(buildDir, "cache"), MaxInstances: 1}
+	opts := withRuntimes(Options{CacheDir: filepath.Join(buildDir, "cache"), MaxInstances: 1})
 	wasm, err := OpenWasm(context.Background(), testplugWasm(b), "testplug.wasm", opts)
 	if err != nil {
 		b.Fatal(err)
@@ -116,13 +116,13 @@ func BenchmarkColdLoad(b *testing.B) {
 	bin := testplugWasm(b)
 	b.Run("warm-cache", func(b *testing.B) {
 		dir := b.TempDir()
-		warm, err := OpenWasm(context.Background(), bin, "", Options{CacheDir: dir})
+		warm, err := OpenWasm(context.Background(), bin, "", withRuntimes(Options{CacheDir: dir}))
 		if err != nil {
 			b.Fatal(err)
 		}
 		warm.Close()
 		for b.Loop() {
-			p, err := OpenWasm(context.Background(), bin, "", Options{CacheDir: dir})
+			p, err := OpenWasm(context.Background(), bin, "", withRuntimes(Options{CacheDir: dir}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func BenchmarkColdLoad(b *testing.B) {
 	})
 	b.Run("no-cache", func(b *testing.B) {
 		for b.Loop() {
-			p, err := OpenWasm(context.Background(), bin, "", Options{NoDiskCache: true})
+			p, err := OpenWasm(context.Background(), bin, "", withRuntimes(Options{NoDiskCache: true}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -148,7 +148,7 @@ func builtinTransports(b *testing.B, name string, p *sdk.Plugin) []*Plugin {
 	if !ok {
 		b.Skipf("no built-in %s embedded (make plugins)", name)
 	}
-	opts := Options{CacheDir: filepath.Join(buildDir, "cache"), MaxInstances: 1}
+	opts := withRuntimes(Options{CacheDir: filepath.Join(buildDir, "cache"), MaxInstances: 1})
 	wasm, err := openWasm(context.Background(), mustEngine(b, opts), bin, "", SourceBuiltin, opts)
 	if err != nil {
 		b.Fatal(err)

@@ -28,7 +28,7 @@ func FuzzAnswer(f *testing.F) {
 	f.Add([]byte("CHF\x02\x00\x00\x00\x00\x00\x00\x00\x00"))
 	f.Add([]byte{})
 
-	p, err := OpenWasm(context.Background(), hostileWasm(f, "mirror"), "mirror.wasm", Options{NoDiskCache: true})
+	p, err := OpenWasm(context.Background(), hostileWasm(f, "mirror"), "mirror.wasm", withRuntimes(Options{NoDiskCache: true}))
 	if err != nil {
 		f.Fatal(err)
 	}

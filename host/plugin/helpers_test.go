@@ -19,18 +19,12 @@ import (
 	"github.com/compact-host/compact-host/host/plugin/wasm"
 )
 
-// The tests run the configuration of the compact-host command: both
-// runtimes and the built-ins as wasm; the benchmarks' plain Options get
-// the runtimes too.
-func init() {
-	testRuntimes = func(o *Options) {
-		if o.Wasm == nil {
-			o.Wasm = wasm.Runtime
-		}
-		if o.Process == nil {
-			o.Process = process.Runtime
-		}
-	}
+// withRuntimes is o with both runtimes wired in, as the compact-host
+// command wires them: for the benchmarks and fuzzers that open plugins
+// from Options of their own rather than testOptions.
+func withRuntimes(o Options) Options {
+	o.Wasm, o.Process = wasm.Runtime, process.Runtime
+	return o
 }
 
 // engine makes a wasm engine of opts, for the benchmarks that load

@@ -302,18 +302,6 @@ type ProcessRuntime = pluginapi.ProcessRuntime
 // host/plugin/wasm's Builtins are the project's.
 type Builtins = pluginapi.Builtins
 
-// testRuntimes, set by this package's tests only, fills the runtimes an
-// Options leaves unset: the benchmarks open plugins of every transport
-// from plain Options. It is nil outside the tests.
-var testRuntimes func(*Options)
-
-func (o Options) withTestRuntimes() Options {
-	if testRuntimes != nil {
-		testRuntimes(&o)
-	}
-	return o
-}
-
 // wasmEngine makes an engine of the wasm runtime, or nil without one.
 func (o Options) wasmEngine() (pluginapi.WasmEngine, error) {
 	if o.Wasm == nil {
@@ -339,7 +327,6 @@ func noRuntime(path, option string) error {
 // The plugin has its own compilation cache handle; load many plugins
 // through a Registry to share one.
 func OpenWasm(ctx context.Context, bin []byte, path string, opts Options) (*Plugin, error) {
-	opts = opts.withTestRuntimes()
 	engine, err := opts.wasmEngine()
 	if err != nil {
 		return nil, err
@@ -391,7 +378,6 @@ func OpenWasmFile(ctx context.Context, path string, opts Options) (*Plugin, erro
 // opts.Process (else an ErrNoRuntime error). The process is restarted on
 // the call after a crash.
 func StartProcess(ctx context.Context, m Manifest, opts Options) (*Plugin, error) {
-	opts = opts.withTestRuntimes()
 	cfg, err := m.procConfig()
 	if err != nil {
 		return nil, &Error{Kind: ErrInvalidPlugin, Plugin: nameFromPath(m.Path), Path: m.Path, Op: "load", Err: err}

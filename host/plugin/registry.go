@@ -94,7 +94,6 @@ func (s *slot) stamp(info os.FileInfo) { s.size, s.modTime = info.Size(), info.M
 // plugins directory, which it loads now. A missing directory is not an
 // error: it is simply empty, and not watched.
 func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
-	opts = opts.withTestRuntimes()
 	dir, err := opts.pluginsDir()
 	if err != nil {
 		return nil, err

@@ -220,9 +220,6 @@ func TestReplacedProcessExecutableReloads(t *testing.T) {
 // plugin is refused with ErrNoRuntime, named in the list, and the rest of
 // the registry works.
 func TestPluginWithoutItsRuntimeIsRefused(t *testing.T) {
-	saved := testRuntimes
-	testRuntimes = nil
-	defer func() { testRuntimes = saved }()
 	ctx := context.Background()
 	opts := testOptions(t, nil)
 	opts.Wasm, opts.Process, opts.Builtins = nil, nil, nil
