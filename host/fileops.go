@@ -345,7 +345,9 @@ var shellPrograms = []string{"cat", "head", "tail", "nl", "less", "more", "bat",
 
 // shellOps recognises the common ways a shell command reads or writes a
 // file: cat, head, tail, nl, less, sed -n (read); sed -i, tee and output
-// redirection (modify). Commands are split on pipes and ;, && and ||.
+// redirection (modify). Commands are split on pipes and ;, && and ||. The
+// body of a here-document is data, not commands, and is passed over
+// (heredocBodiesEnd).
 func shellOps(cmd string) []fileOp { return appendShellOps(nil, cmd) }
 
 // appendShellOps is shellOps appending to ops.
@@ -358,18 +360,28 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 	if redirect < 0 {
 		redirect = len(cmd)
 	}
+	// heredoc is the offset of the next "<<" at or after the start of the
+	// current line, len(cmd) if none; line is where that line starts.
+	heredoc, line := indexFrom(cmd, "<<", 0), 0
 	segs := newShellSegments(cmd)
 	for at := 0; at < len(cmd); {
 		end, next := segs.from(at)
 		seg := cmd[at:end]
 		if redirect < at {
-			if j := strings.IndexByte(cmd[at:], '>'); j >= 0 {
-				redirect = at + j
-			} else {
-				redirect = len(cmd)
-			}
+			redirect = indexByteFrom(cmd, '>', at)
 		}
 		at = next
+		if end < len(cmd) && cmd[end] == '\n' {
+			// The line ends here: skip the bodies of its here-documents.
+			if heredoc < end {
+				if skip := heredocBodiesEnd(cmd, line, end); skip > next {
+					at = skip
+				}
+			}
+			if line = at; heredoc < at {
+				heredoc = indexFrom(cmd, "<<", at)
+			}
+		}
 		if redirect >= end && quietSegment(seg) {
 			continue
 		}
@@ -417,6 +429,118 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 		}
 	}
 	return ops
+}
+
+// indexFrom is the offset in s of the first sub at or after from, len(s)
+// if none.
+func indexFrom(s, sub string, from int) int {
+	if j := strings.Index(s[from:], sub); j >= 0 {
+		return from + j
+	}
+	return len(s)
+}
+
+// indexByteFrom is indexFrom for one byte.
+func indexByteFrom(s string, c byte, from int) int {
+	if j := strings.IndexByte(s[from:], c); j >= 0 {
+		return from + j
+	}
+	return len(s)
+}
+
+// heredocBodiesEnd reads the here-document operators of the line
+// cmd[line:nl] (nl is its newline) and returns the offset just past the
+// terminator of the last body, or nl+1 when there is nothing to skip. The
+// bodies follow the line, one after the other in the order of their
+// operators, each ended by a line that is its delimiter (after leading
+// tabs for <<-). An operator is "<<" that is not part of "<<<"; its
+// delimiter is the word after it with quotes and backslashes removed. A
+// body whose terminator is missing is not skipped, nor are the ones after
+// it: "<<" in a quoted string or an arithmetic expression then costs
+// nothing.
+func heredocBodiesEnd(cmd string, line, nl int) int {
+	at := nl + 1
+	for i := line; i < nl; {
+		j := strings.Index(cmd[i:nl], "<<")
+		if j < 0 {
+			break
+		}
+		op := i + j
+		i = op + 2
+		if op > line && cmd[op-1] == '<' || i < nl && cmd[i] == '<' {
+			for i < nl && cmd[i] == '<' { // a here-string, or more angles
+				i++
+			}
+			continue
+		}
+		tabs := i < nl && cmd[i] == '-'
+		if tabs {
+			i++
+		}
+		for i < nl && (cmd[i] == ' ' || cmd[i] == '\t') {
+			i++
+		}
+		w := i
+		for i < nl && !heredocWordEnd(cmd[i]) {
+			i++
+		}
+		delim := unquoteDelimiter(cmd[w:i])
+		if delim == "" {
+			continue
+		}
+		end := heredocEnd(cmd, at, delim, tabs)
+		if end < 0 {
+			break
+		}
+		at = end
+	}
+	return at
+}
+
+// heredocWordEnd reports whether c ends a here-document's delimiter word:
+// a blank or a shell metacharacter.
+func heredocWordEnd(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', ';', '|', '&', '<', '>', '(', ')':
+		return true
+	}
+	return false
+}
+
+// unquoteDelimiter is a delimiter word without its quotes and backslashes.
+func unquoteDelimiter(w string) string {
+	if strings.IndexAny(w, `'"\`) < 0 {
+		return w
+	}
+	b := make([]byte, 0, len(w))
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; c != '\'' && c != '"' && c != '\\' {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+// heredocEnd is the offset just past the first line at or after from
+// (a line start) that is delim, with leading tabs allowed when tabs, or
+// -1 if there is none.
+func heredocEnd(cmd string, from int, delim string, tabs bool) int {
+	for q := from; q < len(cmd); {
+		j := strings.Index(cmd[q:], delim)
+		if j < 0 {
+			return -1
+		}
+		s, e := q+j, q+j+len(delim)
+		ls := s
+		for tabs && ls > from && cmd[ls-1] == '\t' {
+			ls--
+		}
+		if (ls == from || cmd[ls-1] == '\n') && (e == len(cmd) || cmd[e] == '\n') {
+			return min(e+1, len(cmd))
+		}
+		q = s + 1
+	}
+	return -1
 }
 
 // quietSegment reports that shellOps finds nothing in seg, which has no

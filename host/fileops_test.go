@@ -128,10 +128,75 @@ func refPatchOps(patch string) []fileOp {
 	return ops
 }
 
+// refShellOps reads cmd line by line; after a line, the bodies of its
+// here-documents are passed over (refHeredocs).
 func refShellOps(cmd string) []fileOp {
 	var ops []fileOp
+	lines := strings.Split(cmd, "\n")
+	for i := 0; i < len(lines); i++ {
+		ops = refLineOps(ops, lines[i])
+		for _, h := range refHeredocs(lines[i]) {
+			j := i + 1
+			for j < len(lines) && !(lines[j] == h.delim || h.tabs && strings.TrimLeft(lines[j], "\t") == h.delim) {
+				j++
+			}
+			if j == len(lines) {
+				break // no terminator: the lines are read as commands
+			}
+			i = j
+		}
+	}
+	return ops
+}
+
+type refHeredoc struct {
+	delim string
+	tabs  bool
+}
+
+// refHeredocs are the here-document operators of a line: runs of exactly
+// two '<', then an optional '-', blanks, and a word up to a blank or a
+// metacharacter, without quotes and backslashes, that is not empty.
+func refHeredocs(line string) []refHeredoc {
+	var out []refHeredoc
+	for k := 0; k < len(line); {
+		if line[k] != '<' {
+			k++
+			continue
+		}
+		n := k
+		for n < len(line) && line[n] == '<' {
+			n++
+		}
+		if n-k != 2 {
+			k = n
+			continue
+		}
+		h := refHeredoc{tabs: n < len(line) && line[n] == '-'}
+		if h.tabs {
+			n++
+		}
+		for n < len(line) && (line[n] == ' ' || line[n] == '\t') {
+			n++
+		}
+		w := n
+		for n < len(line) && !strings.ContainsRune(" \t;|&<>()", rune(line[n])) {
+			n++
+		}
+		h.delim = strings.NewReplacer("'", "", `"`, "", `\`, "").Replace(line[w:n])
+		if h.delim != "" {
+			out = append(out, h)
+		}
+		k = n
+	}
+	return out
+}
+
+// refLineOps is the reference for one line of a command, split on pipes,
+// ;, && and ||.
+func refLineOps(ops []fileOp, line string) []fileOp {
 	r := strings.NewReplacer("&&", "\n", "||", "\n", ";", "\n", "|", "\n")
-	for _, seg := range strings.Split(r.Replace(cmd), "\n") {
+	for _, seg := range strings.Split(r.Replace(line), "\n") {
 		var words []string
 		for _, w := range strings.Fields(seg) {
 			if w = strings.Trim(w, `"'`); w != "" {
@@ -333,10 +398,35 @@ func TestShellWordsUnicodeBlanks(t *testing.T) {
 	}
 }
 
+// The body of a here-document is data: a line in it that reads like a
+// command records nothing, and the lines after its terminator are read
+// again.
+func TestShellOpsHereDocuments(t *testing.T) {
+	for _, c := range []struct {
+		cmd  string
+		want []fileOp
+	}{
+		{"cd /testbed && cat > repro.py << 'EOF'\nimport os\ncat = open('notes.md')\nhead -3 x.go\nEOF\npython repro.py && cat out.log",
+			[]fileOp{{"repro.py", true}, {"out.log", false}}},
+		{"python3 <<PY\nsed -i s/a/b/ x.go\nPY\nhead a.go", []fileOp{{"a.go", false}}},
+		{"cat <<A > a.txt <<-B\nhead a.go\nA\n\t\thead b.go\n\tB\nnl c.go", []fileOp{{"a.txt", true}, {"c.go", false}}},
+		{"cat <<\\EOF | tee t.log\ntail z.go\nEOF", []fileOp{{"t.log", true}}},
+		// No terminator: the lines stay commands, as they were read before.
+		{"x=$((1<<2)); head a.go\nhead b.go", []fileOp{{"a.go", false}, {"b.go", false}}},
+		{"cat <<EOF\nhead a.go\nEOF2", []fileOp{{"a.go", false}}},
+		// A here-string is not a here-document.
+		{"cat <<< word > out.txt\nhead a.go\nword", []fileOp{{"out.txt", true}, {"a.go", false}}},
+	} {
+		assert.Equal(t, c.want, shellOps(c.cmd), "%q", c.cmd)
+	}
+}
+
 func FuzzShellOps(f *testing.F) {
 	for _, c := range []string{"cat a.go | tee b.log", "\u00a0cat a.go", "x\x89 cat y.go", "'' cat a.go", "cat <<'EOF' > new.py\nimport os\ncat = 1\nEOF\nsed -n 1p new.py",
 		"sed -i s/a/b/ x.py && head -3 README.md >> out.txt", "echo hi;nl\u2003a.c", "/usr/bin/less ./x.go||more y.md",
-		"                /usr/local/bin/cat x.go", "        self.assertEqual(a/b, c)\n    tee/x.log\n", "abcdefgh/cat a.go", "ab\x01cdefghijk/head -1 a.go", "abcdefghijklmn/tail\u00a0a.go"} {
+		"                /usr/local/bin/cat x.go", "        self.assertEqual(a/b, c)\n    tee/x.log\n", "abcdefgh/cat a.go", "ab\x01cdefghijk/head -1 a.go", "abcdefghijklmn/tail\u00a0a.go",
+		"python3 <<'PY'\nopen('x')\nPY\ncat a.go", "cat > a.txt <<EOF && head b.go\ncat c.go\nEOF\ntail d.go", "cat <<A <<B\nhead a.go\nA\nhead b.go\nB\nnl c.go",
+		"cat <<-\"E\"\n\thead a.go\n\tE\nsed -n 1p x.go", "echo $((1<<2)); head a.go\nhead b.go", "cat <<< word > out.txt\nhead a.go", "cat <<EOF\nhead a.go"} {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) { assert.Equal(t, refShellOps(cmd), shellOps(cmd), "%q", cmd) })
