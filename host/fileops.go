@@ -355,11 +355,8 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 	var wordBuf [32]string
 	words := wordBuf[:0]
 	// redirect is the offset in cmd of the next '>' at or after the
-	// segment, len(cmd) if none: one pass finds them all.
-	redirect := strings.IndexByte(cmd, '>')
-	if redirect < 0 {
-		redirect = len(cmd)
-	}
+	// segment that may make a redirection word, len(cmd) if none.
+	redirect := nextRedirect(cmd, 0)
 	// heredoc is the offset of the next "<<" at or after the start of the
 	// current line, len(cmd) if none; line is where that line starts.
 	heredoc, line := indexFrom(cmd, "<<", 0), 0
@@ -368,7 +365,7 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 		end, next := segs.from(at)
 		seg := cmd[at:end]
 		if redirect < at {
-			redirect = indexByteFrom(cmd, '>', at)
+			redirect = nextRedirect(cmd, at)
 		}
 		at = next
 		if end < len(cmd) && cmd[end] == '\n' {
@@ -429,6 +426,34 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 		}
 	}
 	return ops
+}
+
+// nextRedirect is the offset of the first '>' at or after from that may
+// be part of a word shellWords makes ">" or ">>", len(cmd) if none: the
+// run of '>' it starts is at most two long and is followed, past any
+// quotes, by a blank, a non-ASCII byte (a Unicode blank, maybe) or the
+// end. "2>&1", ">/dev/null" and "=>" make none, so a segment holding only
+// those is not split into words for them.
+func nextRedirect(cmd string, from int) int {
+	for {
+		i := indexByteFrom(cmd, '>', from)
+		if i == len(cmd) {
+			return i
+		}
+		j := i
+		for j < len(cmd) && cmd[j] == '>' {
+			j++
+		}
+		if j-i <= 2 {
+			for j < len(cmd) && (cmd[j] == '"' || cmd[j] == '\'') {
+				j++
+			}
+			if j == len(cmd) || cmd[j] >= utf8.RuneSelf || asciiSpace[cmd[j]] {
+				return i
+			}
+		}
+		from = j
+	}
 }
 
 // indexFrom is the offset in s of the first sub at or after from, len(s)

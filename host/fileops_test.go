@@ -426,7 +426,8 @@ func FuzzShellOps(f *testing.F) {
 		"sed -i s/a/b/ x.py && head -3 README.md >> out.txt", "echo hi;nl\u2003a.c", "/usr/bin/less ./x.go||more y.md",
 		"                /usr/local/bin/cat x.go", "        self.assertEqual(a/b, c)\n    tee/x.log\n", "abcdefgh/cat a.go", "ab\x01cdefghijk/head -1 a.go", "abcdefghijklmn/tail\u00a0a.go",
 		"python3 <<'PY'\nopen('x')\nPY\ncat a.go", "cat > a.txt <<EOF && head b.go\ncat c.go\nEOF\ntail d.go", "cat <<A <<B\nhead a.go\nA\nhead b.go\nB\nnl c.go",
-		"cat <<-\"E\"\n\thead a.go\n\tE\nsed -n 1p x.go", "echo $((1<<2)); head a.go\nhead b.go", "cat <<< word > out.txt\nhead a.go", "cat <<EOF\nhead a.go"} {
+		"cat <<-\"E\"\n\thead a.go\n\tE\nsed -n 1p x.go", "echo $((1<<2)); head a.go\nhead b.go", "cat <<< word > out.txt\nhead a.go", "cat <<EOF\nhead a.go",
+		"npm test 2>&1 | tail -5 > out.log", "echo x '>' y.txt", "echo x >>> y.txt", "echo x >\u00a0y.txt", "a=>b; echo >\"z.txt\" ok", "ls >/dev/null; echo >'q.md'"} {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) { assert.Equal(t, refShellOps(cmd), shellOps(cmd), "%q", cmd) })
