@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"math/bits"
@@ -242,7 +243,7 @@ func (r *opsReader) read(kind string, input json.RawMessage) []fileOp {
 	case kindShell:
 		cmd := a.raw
 		if cmd == "" {
-			cmd = str("command", "cmd")
+			cmd = a.command(&r.buf)
 		}
 		if cmd == "" {
 			cmd = a.commandList(&r.buf)
@@ -485,34 +486,12 @@ func indexByteFrom(s string, c byte, from int) int {
 // nothing.
 func heredocBodiesEnd(cmd string, line, nl int) int {
 	at := nl + 1
-	for i := line; i < nl; {
-		j := strings.Index(cmd[i:nl], "<<")
-		if j < 0 {
+	for i := 0; ; {
+		delim, tabs, next, ok := heredocOp(cmd[line:nl], i)
+		if !ok {
 			break
 		}
-		op := i + j
-		i = op + 2
-		if op > line && cmd[op-1] == '<' || i < nl && cmd[i] == '<' {
-			for i < nl && cmd[i] == '<' { // a here-string, or more angles
-				i++
-			}
-			continue
-		}
-		tabs := i < nl && cmd[i] == '-'
-		if tabs {
-			i++
-		}
-		for i < nl && (cmd[i] == ' ' || cmd[i] == '\t') {
-			i++
-		}
-		w := i
-		for i < nl && !heredocWordEnd(cmd[i]) {
-			i++
-		}
-		delim := unquoteDelimiter(cmd[w:i])
-		if delim == "" {
-			continue
-		}
+		i = next
 		end := heredocEnd(cmd, at, delim, tabs)
 		if end < 0 {
 			break
@@ -520,6 +499,40 @@ func heredocBodiesEnd(cmd string, line, nl int) int {
 		at = end
 	}
 	return at
+}
+
+// heredocOp reads the first here-document operator of line at or after i
+// (see heredocBodiesEnd): its delimiter, whether it is <<-, and where
+// reading goes on; ok is false when there is none.
+func heredocOp(line string, i int) (delim string, tabs bool, next int, ok bool) {
+	for {
+		j := strings.Index(line[i:], "<<")
+		if j < 0 {
+			return "", false, len(line), false
+		}
+		op := i + j
+		i = op + 2
+		if op > 0 && line[op-1] == '<' || i < len(line) && line[i] == '<' {
+			for i < len(line) && line[i] == '<' { // a here-string, or more angles
+				i++
+			}
+			continue
+		}
+		tabs = i < len(line) && line[i] == '-'
+		if tabs {
+			i++
+		}
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+			i++
+		}
+		w := i
+		for i < len(line) && !heredocWordEnd(line[i]) {
+			i++
+		}
+		if delim = unquoteDelimiter(line[w:i]); delim != "" {
+			return delim, tabs, i, true
+		}
+	}
 }
 
 // heredocWordEnd reports whether c ends a here-document's delimiter word:
@@ -809,6 +822,136 @@ func decodeInto(buf *[]byte, s []byte, flags int) string {
 	*buf = jsonscan.AppendStringValue(*buf, s, flags)
 	v := (*buf)[start:]
 	return unsafe.String(unsafe.SliceData(v), len(v))
+}
+
+// command is str("command", "cmd") for a shell command: decoded by
+// appendCommand, without the bodies of its here-documents.
+func (a *toolArgs) command(buf *[]byte) string {
+	for _, k := range [...]int{argCommand, argCommand + 1} {
+		v := a.vals[k]
+		if v.End == 0 || a.input[v.Start] != '"' {
+			continue
+		}
+		start := len(*buf)
+		*buf = appendCommand(*buf, a.input[v.Start:v.End], v.ValFlags)
+		if out := (*buf)[start:]; len(out) > 0 {
+			return unsafe.String(unsafe.SliceData(out), len(out))
+		}
+	}
+	return ""
+}
+
+// appendCommand appends the value of the valid JSON string s (quotes
+// included), in which String found flags, to dst as AppendStringValue
+// does, but for the bodies of the here-documents that shellOps passes
+// over: their lines are left out, each terminator line kept, so shellOps
+// reads the same operations from it without the bodies being decoded.
+// The raw text tells the lines apart only where no \u escape can spell a
+// newline or a delimiter, and the terminator only for a delimiter that no
+// escape spells (plainDelimiter) and without <<-: elsewhere the rest is
+// decoded whole.
+func appendCommand(dst, s []byte, flags int) []byte {
+	body := s[1 : len(s)-1]
+	if flags&jsonscan.Escape == 0 || flags&jsonscan.UnicodeEscape != 0 {
+		return jsonscan.AppendBodyValue(dst, body, flags)
+	}
+	base := len(dst)
+	pos := 0 // decoded up to here; never inside an escape
+	for {
+		p := bytes.Index(body[pos:], []byte("<<"))
+		if p < 0 {
+			break
+		}
+		nl := rawNewline(body, pos+p)
+		if nl < 0 {
+			break // the last line: no body follows
+		}
+		dst = jsonscan.AppendBodyValue(dst, body[pos:nl], flags)
+		pos = nl
+		ls := base + bytes.LastIndexByte(dst[base:], '\n') + 1
+		line := unsafe.String(unsafe.SliceData(dst[ls:]), len(dst)-ls)
+		at := nl + 2 // where the next body starts
+		for i := 0; ; {
+			delim, tabs, next, ok := heredocOp(line, i)
+			if !ok {
+				break
+			}
+			i = next
+			if tabs || !plainDelimiter(delim) {
+				return jsonscan.AppendBodyValue(dst, body[pos:], flags)
+			}
+			end := rawTerminator(body, at, delim)
+			if end < 0 {
+				break // not skipped, as shellOps does
+			}
+			dst = append(append(dst, '\n'), delim...)
+			pos, at = end, end+2
+		}
+		if pos == len(body) {
+			return dst
+		}
+	}
+	return jsonscan.AppendBodyValue(dst, body[pos:], flags)
+}
+
+// plainDelimiter reports whether d is made of letters, digits, '_', '-'
+// and '.', which a JSON string holds as they are: no escape but \u spells
+// one.
+func plainDelimiter(d string) bool {
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// rawNewline is the offset in the body of a JSON string of the first \n
+// escape at or after i, -1 if none: a backslash and an n, where the
+// backslash ends an odd run (an even run is escaped backslashes).
+func rawNewline(body []byte, i int) int {
+	for {
+		j := bytes.Index(body[i:], []byte(`\n`))
+		if j < 0 {
+			return -1
+		}
+		j += i
+		if backslashRun(body, j)%2 == 1 {
+			return j
+		}
+		i = j + 2
+	}
+}
+
+// backslashRun is the length of the run of backslashes that ends at
+// body[j].
+func backslashRun(body []byte, j int) int {
+	n := 0
+	for ; j >= 0 && body[j] == '\\'; j-- {
+		n++
+	}
+	return n
+}
+
+// rawTerminator finds the first line at or after from (a line start) of
+// the body of a JSON string with no \u escape that is the plain delimiter
+// delim, and returns the offset just past it (its \n escape, or the end);
+// -1 if there is none.
+func rawTerminator(body []byte, from int, delim string) int {
+	for q := from; q < len(body); {
+		j := bytes.Index(body[q:], []byte(delim))
+		if j < 0 {
+			return -1
+		}
+		s, e := q+j, q+j+len(delim)
+		atStart := s == from || s >= 2 && body[s-1] == 'n' && body[s-2] == '\\' && backslashRun(body, s-2)%2 == 1
+		if atStart && (e == len(body) || e+1 < len(body) && body[e] == '\\' && body[e+1] == 'n') {
+			return e
+		}
+		q = s + 1
+	}
+	return -1
 }
 
 // commandList joins the string elements of a command given as an array

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/jsonscan"
 )
 
 // The reference below is the extraction as it was before the scanner: every
@@ -419,6 +421,61 @@ func TestShellOpsHereDocuments(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, shellOps(c.cmd), "%q", c.cmd)
 	}
+}
+
+// appendCommand leaves the bodies of here-documents out of the command
+// it decodes, and keeps everything else.
+func TestAppendCommandLeavesBodiesOut(t *testing.T) {
+	for _, c := range []struct{ cmd, want string }{
+		{"cd /testbed && cat > r.py << 'EOF'\nimport os\nprint(\"a\\tb\")\nEOF\npython r.py", "cd /testbed && cat > r.py << 'EOF'\nEOF\npython r.py"},
+		{"cat <<A <<B\na\nA\nb\nB\nhead x.go", "cat <<A <<B\nA\nB\nhead x.go"},
+		{"cat <<A <<B\na\nA\nb\nhead x.go", "cat <<A <<B\nA\nb\nhead x.go"},  // B has no terminator: its lines stay
+		{"cat <<-EOF\n\tx\n\tEOF\nhead y.go", "cat <<-EOF\n\tx\n\tEOF\nhead y.go"}, // <<-: decoded whole
+		{"x=$((1<<2))\necho \"ok\"", "x=$((1<<2))\necho \"ok\""},
+	} {
+		assert.Equal(t, c.want, decodeCommand(t, rawJSON(c.cmd)), "%q", c.cmd)
+	}
+}
+
+// rawJSON is cmd as a JSON string that writes <, > and & as they are, as
+// most agents' logs do.
+func rawJSON(cmd string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(cmd); err != nil {
+		panic(err)
+	}
+	return bytes.TrimSpace(b.Bytes())
+}
+
+func decodeCommand(t *testing.T, s []byte) string {
+	t.Helper()
+	end, flags := jsonscan.String(s, 0)
+	require.Equal(t, len(s), end)
+	require.GreaterOrEqual(t, flags, 0)
+	return string(appendCommand([]byte("x"), s, flags)[1:])
+}
+
+// FuzzAppendCommand holds shellOps of what appendCommand decodes to
+// shellOps of the whole command, for commands written as JSON with and
+// without HTML escapes, and for the fuzzer's bytes read as a JSON string.
+func FuzzAppendCommand(f *testing.F) {
+	for _, c := range []string{"cat > a.py <<'EOF'\nhead b.go\nEOF\ntail c.go", "cat <<A <<B\nhead a.go\nA\nhead b.go\nB\nnl c.go",
+		"cat <<E1\nx\\nE1\nE1\nhead z.go", "cat <<\"E\"\nE\\\nE\nsed -n 1p a.go", "cat <<EOF\u2028\nhead a.go\nEOF", "a<<b\nb\ncat c.go"} {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		for _, s := range [][]byte{rawJSON(cmd), []byte(`"` + cmd + `"`)} {
+			end, flags := jsonscan.String(s, 0)
+			if flags < 0 || end != len(s) {
+				continue
+			}
+			whole := jsonscan.StringValue(s, flags)
+			got := string(appendCommand(nil, s, flags))
+			assert.Equal(t, shellOps(whole), shellOps(got), "%q decoded to %q", s, got)
+		}
+	})
 }
 
 func FuzzShellOps(f *testing.F) {

@@ -56,8 +56,9 @@ func SkipWS(b []byte, i int) int {
 
 // What String found in a string.
 const (
-	Escape   = 1 << iota // a backslash escape
-	NonASCII             // a byte of a multi-byte (or invalid) UTF-8 sequence
+	Escape        = 1 << iota // a backslash escape
+	NonASCII                  // a byte of a multi-byte (or invalid) UTF-8 sequence
+	UnicodeEscape             // a \u escape (with Escape): the only escape that can spell a newline or a letter
 )
 
 // Bit tricks on eight bytes at once (Hacker's Delight 6-1): (x-lsb)&^x&msb
@@ -117,6 +118,7 @@ func String(b []byte, i int) (end, flags int) {
 				if j+4 >= len(b) || Hex4(b[j+1:]) < 0 {
 					return 0, -1
 				}
+				flags |= UnicodeEscape
 				j += 4
 			default:
 				return 0, -1
@@ -158,6 +160,16 @@ func AppendStringValue(dst, s []byte, flags int) []byte {
 		return append(dst, body...)
 	}
 	return appendUnquote(dst, body, flags&NonASCII == 0)
+}
+
+// AppendBodyValue appends the value of part of the body of a valid JSON
+// string (quotes excluded) in which String found flags, cut where no
+// escape is split, as AppendStringValue appends the whole.
+func AppendBodyValue(dst, part []byte, flags int) []byte {
+	if flags == 0 || flags == NonASCII && utf8.Valid(part) {
+		return append(dst, part...)
+	}
+	return appendUnquote(dst, part, flags&NonASCII == 0)
 }
 
 // appendUnquote appends the body of a valid JSON string decoded as
