@@ -123,7 +123,7 @@ func (f *fileOps) kindOf(name string) string {
 // modified only; a read after a modification adds nothing.
 func (f *fileOps) add(path string, modified bool) {
 	path = strings.TrimSpace(path)
-	if path == "" || len(path) > 4096 || strings.ContainsAny(path, "\n\x00") {
+	if path == "" || len(path) > 4096 || strings.IndexByte(path, '\n') >= 0 || strings.IndexByte(path, 0) >= 0 {
 		return
 	}
 	f.seq++
@@ -741,11 +741,35 @@ func shellWords(seg string, out []string) []string {
 var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 func looksLikePath(s string) bool {
-	if s == "" || strings.ContainsAny(s, "*?$`(){}[]<>|&;=") || strings.HasPrefix(s, "/dev/") {
+	if strings.HasPrefix(s, "/dev/") {
 		return false
 	}
-	return strings.Contains(s, "/") || strings.Contains(s, ".")
+	sep := false
+	for i := 0; i < len(s); i++ {
+		switch pathBytes[s[i]] {
+		case pathStop:
+			return false
+		case pathSep:
+			sep = true
+		}
+	}
+	return sep
 }
+
+// pathBytes classes the bytes looksLikePath looks at: one pass over a
+// word where strings.ContainsAny built its set on every call.
+var pathBytes = func() (t [256]uint8) {
+	for _, c := range []byte("*?$`(){}[]<>|&;=") {
+		t[c] = pathStop
+	}
+	t['/'], t['.'] = pathSep, pathSep
+	return t
+}()
+
+const (
+	pathStop = 1 + iota // a shell metacharacter or glob: not a path
+	pathSep             // '/' or '.': one makes a path
+)
 
 // toolArgs are the members of a tool call's input that file operations
 // come from, read without decoding the rest.

@@ -478,6 +478,18 @@ func FuzzAppendCommand(f *testing.F) {
 	})
 }
 
+// FuzzLooksLikePath holds looksLikePath to the form it replaced.
+func FuzzLooksLikePath(f *testing.F) {
+	for _, s := range []string{"", "a.go", "/dev/null", "src/x", "a*b.go", "x=1", "README", "..", "\u00e9/é", "$HOME/a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := s != "" && !strings.ContainsAny(s, "*?$`(){}[]<>|&;=") && !strings.HasPrefix(s, "/dev/") &&
+			(strings.Contains(s, "/") || strings.Contains(s, "."))
+		assert.Equal(t, want, looksLikePath(s), "%q", s)
+	})
+}
+
 func FuzzShellOps(f *testing.F) {
 	for _, c := range []string{"cat a.go | tee b.log", "\u00a0cat a.go", "x\x89 cat y.go", "'' cat a.go", "cat <<'EOF' > new.py\nimport os\ncat = 1\nEOF\nsed -n 1p new.py",
 		"sed -i s/a/b/ x.py && head -3 README.md >> out.txt", "echo hi;nl\u2003a.c", "/usr/bin/less ./x.go||more y.md",
