@@ -90,7 +90,11 @@ C_SDK := sdk/c
 AS_EXAMPLES := examples/assemblyscript
 WASI_CC ?= clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -Wall -Wextra -Wl,--strip-all
 
+# clang runs wasm-opt over what it links whenever one is on PATH (Debian's
+# binaryen), and the modules then differ from the committed ones: the build
+# stops rather than write them.
 examples: ## build the example plugins (C, AssemblyScript, Go process) into examples/
+	@! command -v wasm-opt >/dev/null || { echo "examples: clang would run $$(command -v wasm-opt) over the C modules, which then differ from the committed ones; build where binaryen's wasm-opt is not on PATH" >&2; exit 1; }
 	$(WASI_CC) -I$(C_SDK) -o $(C_TRUNCATOR)/logdedup.wasm $(C_TRUNCATOR)/src/logdedup.c $(C_SDK)/compact_host.c
 	$(WASI_CC) -I$(C_SDK) -o $(C_STRATEGY)/outline.wasm $(C_STRATEGY)/src/outline.c $(C_SDK)/compact_host.c
 	cd $(AS_EXAMPLES) && npx --no-install asc truncator.ts -o headtail.wasm --config asconfig.json
