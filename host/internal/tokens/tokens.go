@@ -37,9 +37,10 @@ func (charsCounter) Name() string { return "chars/4" }
 func (charsCounter) Count(s string) int { return (runeCount(s) + 3) / 4 }
 
 // runeCount is utf8.RuneCountInString: the count runs over every text
-// appended. ASCII is skipped 32 or 64, then 8 bytes at a time; in a word with a
-// high bit set, the ASCII bytes before the first such byte are counted at
-// once, and runes are decoded from there to the next ASCII byte as a
+// appended. ASCII is skipped 32 or 64, then 8 bytes at a time; a word
+// holding one three-byte character and ASCII is counted whole; in another
+// word with a high bit set, the ASCII bytes before the first such byte are
+// counted at once, and runes are decoded from there to the next ASCII byte as a
 // range over the string decodes them (a byte that starts no valid sequence
 // is a rune of its own).
 func runeCount(s string) int {
@@ -71,7 +72,19 @@ func runeCount(s string) int {
 		for j+8 <= len(b) {
 			w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
 			if w&hi != 0 {
-				j += bits.TrailingZeros64(w&hi) >> 3
+				// A word whose only bytes that are not ASCII make one
+				// three-byte character (the → before every line of a file
+				// read) is counted here, as six runes (its bytes are
+				// counted below, so two come off), and the blocks take
+				// over again after it.
+				k := uint(bits.TrailingZeros64(w&hi)) &^ 7
+				if r := uint32(w>>k) & 0xFFFFFF; k <= 40 && (w&hi)>>(k+24) == 0 &&
+					r&0xC0C0F0 == 0x8080E0 && byte(r) != 0xE0 && byte(r) != 0xED {
+					n -= 2
+					j += 8
+					break
+				}
+				j += int(k >> 3)
 				break
 			}
 			j += 8

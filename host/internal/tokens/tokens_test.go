@@ -167,5 +167,6 @@ func FuzzRuneCount(f *testing.F) {
 	f.Add("déjà vu \xff abcdefgh")
 	f.Add(strings.Repeat("─", 13) + "x" + strings.Repeat("─", 5) + "┼" + strings.Repeat("─", 4) + "\xe2\x94")
 	f.Add("abcdefgh" + strings.Repeat("═", 9) + "\xe2\x95" + strings.Repeat("═", 7) + "\xed\xa0\x80 xyz")
+	f.Add("     1→import Foundation\n     2→\n    10→\xe2\x86 x\xe2\x86\x92\x92ab\xe0\xa0\x80abcd\xed\x9f\xbfabcdef→")
 	f.Fuzz(func(t *testing.T, s string) { assert.Equal(t, utf8.RuneCountInString(s), runeCount(s)) })
 }
