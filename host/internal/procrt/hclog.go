@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
 )
+
+// goPluginExited is the message go-plugin logs when the process ends.
+const goPluginExited = "plugin process exited"
 
 // newHCLogger returns an hclog.Logger, the logger go-plugin takes, whose
 // lines go to w. hclog writes JSON lines; each is decoded back into a
@@ -32,6 +36,10 @@ type slogWriter struct {
 	budget *pluginapi.LogBudget
 	mu     sync.Mutex
 	buf    []byte
+	// killing is set when the host stops the process itself: go-plugin
+	// then reports the exit it caused ("signal: killed") as an error,
+	// which is logged at debug level instead.
+	killing atomic.Bool
 }
 
 // flush logs the note of the lines dropped so far, if any.
@@ -70,6 +78,9 @@ func (w *slogWriter) emit(line []byte) {
 		level = slog.LevelWarn
 	case "error":
 		level = slog.LevelError
+	}
+	if msg == goPluginExited && w.killing.Load() {
+		level = slog.LevelDebug
 	}
 	attrs := make([]slog.Attr, 0, len(fields))
 	for k, v := range fields {

@@ -219,6 +219,7 @@ func (p *Plugin) start() (*process, error) {
 // child holding it open would delay for as long as the child lives, and
 // a killed group makes its graceful wait return at once.
 func (pr *process) kill() {
+	pr.stderr.killing.Store(true)
 	killGroup(pr.pgid)
 	done := make(chan struct{})
 	go func() {

@@ -339,3 +339,26 @@ func TestCloseDoesNotWaitForAChildThatEscaped(t *testing.T) {
 	t.Cleanup(func() { _ = killProcess(child) })
 	within(t, "Close", p.Close)
 }
+
+// Closing a plugin stops its process; go-plugin reports that exit as an
+// error, which is the host's own doing and is logged at debug level. The
+// same report for a process that was not being stopped stays an error.
+func TestCloseLogsNoError(t *testing.T) {
+	logs := &logBuffer{}
+	p, err := Start(context.Background(), Config{Command: binary(t, "testplug"), Logger: logs.logger()})
+	require.NoError(t, err)
+	_, err = truncate(context.Background(), p, nil, "generic", []byte("x"), 10)
+	require.NoError(t, err)
+	within(t, "Close", p.Close)
+	assert.NotContains(t, logs.String(), "level=ERROR", logs.String())
+
+	for _, killing := range []bool{false, true} {
+		logs := &logBuffer{}
+		w := &slogWriter{logger: logs.logger(), budget: pluginapi.NewStreamLogBudget()}
+		w.killing.Store(killing)
+		_, err := w.Write([]byte(`{"@level":"error","@message":"plugin process exited","error":"signal: killed"}` + "\n"))
+		require.NoError(t, err)
+		want := map[bool]string{false: "level=ERROR", true: "level=DEBUG"}[killing]
+		assert.Contains(t, logs.String(), want+` msg="plugin process exited"`, "killing %v", killing)
+	}
+}
