@@ -12,6 +12,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/jsonscan"
+	"github.com/compact-host/compact-host/internal/heredoc"
 )
 
 // FileTools names the tools whose calls read or modify files, beyond the
@@ -348,7 +349,7 @@ var shellPrograms = []string{"cat", "head", "tail", "nl", "less", "more", "bat",
 // file: cat, head, tail, nl, less, sed -n (read); sed -i, tee and output
 // redirection (modify). Commands are split on pipes and ;, && and ||. The
 // body of a here-document is data, not commands, and is passed over
-// (heredocBodiesEnd).
+// (package heredoc).
 func shellOps(cmd string) []fileOp { return appendShellOps(nil, cmd) }
 
 // appendShellOps is shellOps appending to ops.
@@ -358,9 +359,9 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 	// redirect is the offset in cmd of the next '>' at or after the
 	// segment that may make a redirection word, len(cmd) if none.
 	redirect := nextRedirect(cmd, 0)
-	// heredoc is the offset of the next "<<" at or after the start of the
+	// heredocAt is the offset of the next "<<" at or after the start of the
 	// current line, len(cmd) if none; line is where that line starts.
-	heredoc, line := indexFrom(cmd, "<<", 0), 0
+	heredocAt, line := indexFrom(cmd, "<<", 0), 0
 	segs := newShellSegments(cmd)
 	for at := 0; at < len(cmd); {
 		end, next := segs.from(at)
@@ -371,13 +372,13 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 		at = next
 		if end < len(cmd) && cmd[end] == '\n' {
 			// The line ends here: skip the bodies of its here-documents.
-			if heredoc < end {
-				if skip := heredocBodiesEnd(cmd, line, end); skip > next {
+			if heredocAt < end {
+				if skip := heredoc.BodiesEnd(cmd, line, end); skip > next {
 					at = skip
 				}
 			}
-			if line = at; heredoc < at {
-				heredoc = indexFrom(cmd, "<<", at)
+			if line = at; heredocAt < at {
+				heredocAt = indexFrom(cmd, "<<", at)
 			}
 		}
 		if redirect >= end && quietSegment(seg) {
@@ -472,113 +473,6 @@ func indexByteFrom(s string, c byte, from int) int {
 		return from + j
 	}
 	return len(s)
-}
-
-// heredocBodiesEnd reads the here-document operators of the line
-// cmd[line:nl] (nl is its newline) and returns the offset just past the
-// terminator of the last body, or nl+1 when there is nothing to skip. The
-// bodies follow the line, one after the other in the order of their
-// operators, each ended by a line that is its delimiter (after leading
-// tabs for <<-). An operator is "<<" that is not part of "<<<"; its
-// delimiter is the word after it with quotes and backslashes removed. A
-// body whose terminator is missing is not skipped, nor are the ones after
-// it: "<<" in a quoted string or an arithmetic expression then costs
-// nothing.
-func heredocBodiesEnd(cmd string, line, nl int) int {
-	at := nl + 1
-	for i := 0; ; {
-		delim, tabs, next, ok := heredocOp(cmd[line:nl], i)
-		if !ok {
-			break
-		}
-		i = next
-		end := heredocEnd(cmd, at, delim, tabs)
-		if end < 0 {
-			break
-		}
-		at = end
-	}
-	return at
-}
-
-// heredocOp reads the first here-document operator of line at or after i
-// (see heredocBodiesEnd): its delimiter, whether it is <<-, and where
-// reading goes on; ok is false when there is none.
-func heredocOp(line string, i int) (delim string, tabs bool, next int, ok bool) {
-	for {
-		j := strings.Index(line[i:], "<<")
-		if j < 0 {
-			return "", false, len(line), false
-		}
-		op := i + j
-		i = op + 2
-		if op > 0 && line[op-1] == '<' || i < len(line) && line[i] == '<' {
-			for i < len(line) && line[i] == '<' { // a here-string, or more angles
-				i++
-			}
-			continue
-		}
-		tabs = i < len(line) && line[i] == '-'
-		if tabs {
-			i++
-		}
-		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-			i++
-		}
-		w := i
-		for i < len(line) && !heredocWordEnd(line[i]) {
-			i++
-		}
-		if delim = unquoteDelimiter(line[w:i]); delim != "" {
-			return delim, tabs, i, true
-		}
-	}
-}
-
-// heredocWordEnd reports whether c ends a here-document's delimiter word:
-// a blank or a shell metacharacter.
-func heredocWordEnd(c byte) bool {
-	switch c {
-	case ' ', '\t', '\n', ';', '|', '&', '<', '>', '(', ')':
-		return true
-	}
-	return false
-}
-
-// unquoteDelimiter is a delimiter word without its quotes and backslashes.
-func unquoteDelimiter(w string) string {
-	if strings.IndexAny(w, `'"\`) < 0 {
-		return w
-	}
-	b := make([]byte, 0, len(w))
-	for i := 0; i < len(w); i++ {
-		if c := w[i]; c != '\'' && c != '"' && c != '\\' {
-			b = append(b, c)
-		}
-	}
-	return string(b)
-}
-
-// heredocEnd is the offset just past the first line at or after from
-// (a line start) that is delim, with leading tabs allowed when tabs, or
-// -1 if there is none.
-func heredocEnd(cmd string, from int, delim string, tabs bool) int {
-	for q := from; q < len(cmd); {
-		j := strings.Index(cmd[q:], delim)
-		if j < 0 {
-			return -1
-		}
-		s, e := q+j, q+j+len(delim)
-		ls := s
-		for tabs && ls > from && cmd[ls-1] == '\t' {
-			ls--
-		}
-		if (ls == from || cmd[ls-1] == '\n') && (e == len(cmd) || cmd[e] == '\n') {
-			return min(e+1, len(cmd))
-		}
-		q = s + 1
-	}
-	return -1
 }
 
 // quietSegment reports that shellOps finds nothing in seg, which has no
@@ -896,7 +790,7 @@ func appendCommand(dst, s []byte, flags int) []byte {
 		line := unsafe.String(unsafe.SliceData(dst[ls:]), len(dst)-ls)
 		at := nl + 2 // where the next body starts
 		for i := 0; ; {
-			delim, tabs, next, ok := heredocOp(line, i)
+			delim, tabs, next, ok := heredoc.Op(line, i)
 			if !ok {
 				break
 			}

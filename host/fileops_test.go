@@ -429,7 +429,7 @@ func TestAppendCommandLeavesBodiesOut(t *testing.T) {
 	for _, c := range []struct{ cmd, want string }{
 		{"cd /testbed && cat > r.py << 'EOF'\nimport os\nprint(\"a\\tb\")\nEOF\npython r.py", "cd /testbed && cat > r.py << 'EOF'\nEOF\npython r.py"},
 		{"cat <<A <<B\na\nA\nb\nB\nhead x.go", "cat <<A <<B\nA\nB\nhead x.go"},
-		{"cat <<A <<B\na\nA\nb\nhead x.go", "cat <<A <<B\nA\nb\nhead x.go"},  // B has no terminator: its lines stay
+		{"cat <<A <<B\na\nA\nb\nhead x.go", "cat <<A <<B\nA\nb\nhead x.go"},        // B has no terminator: its lines stay
 		{"cat <<-EOF\n\tx\n\tEOF\nhead y.go", "cat <<-EOF\n\tx\n\tEOF\nhead y.go"}, // <<-: decoded whole
 		{"x=$((1<<2))\necho \"ok\"", "x=$((1<<2))\necho \"ok\""},
 	} {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/compact-host/compact-host/internal/heredoc"
 )
 
 // FileChange is what the folded messages did to one file.
@@ -153,7 +155,7 @@ func shellChanges(cmd string, get func(string) *FileChange, openFile *string) {
 	if len(s.modified) == 0 {
 		return
 	}
-	words := strings.Fields(stripHeredocs(cmd))
+	words := strings.Fields(heredoc.Strip(cmd))
 	verb := "changed by " + Code(ClipHead(OneLine(cmd), 120))
 	if len(words) > 0 && words[0] == "rm" {
 		for _, p := range s.modified {

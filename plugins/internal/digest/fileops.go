@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/compact-host/compact-host/abi"
+
+	"github.com/compact-host/compact-host/internal/heredoc"
 )
 
 // FileOps returns the files msgs show being read and modified, merged after
@@ -187,7 +189,7 @@ func PatchFiles(patch string) []string {
 // head, tail, nl, less, more, bat, sed -n), and the file commands of
 // SWE-agent's interface (open, create, edit).
 func shellOps(cmd string, s *opSet, openFile *string) {
-	cmd = stripHeredocs(cmd)
+	cmd = heredoc.Strip(cmd)
 	var first [2]string
 	n := 0
 	for w := range strings.FieldsSeq(cmd) {
@@ -314,34 +316,6 @@ func unquote(cmd string) string {
 // simpleSeparator splits a command line into simple commands at ; & | and newlines.
 func simpleSeparator(r rune) bool {
 	return r == ';' || r == '&' || r == '|' || r == '\n' || r == '(' || r == ')'
-}
-
-// stripHeredocs drops the bodies of here-documents, keeping the lines that
-// open them.
-func stripHeredocs(cmd string) string {
-	if !strings.Contains(cmd, "<<") {
-		return cmd
-	}
-	lines := strings.Split(cmd, "\n")
-	var out []string
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		out = append(out, line)
-		j := strings.Index(line, "<<")
-		if j < 0 || strings.HasPrefix(line[j:], "<<<") {
-			continue
-		}
-		delim := strings.TrimLeft(line[j+2:], "-~ ")
-		delim = strings.Trim(strings.Fields(delim + " x")[0], `'"`)
-		if delim == "" || delim == "x" {
-			continue
-		}
-		for i+1 < len(lines) && strings.TrimSpace(lines[i+1]) != delim {
-			i++
-		}
-		i++ // the terminator
-	}
-	return strings.Join(out, "\n")
 }
 
 // pathLike reports whether w looks like a file a command writes: not a

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/compact-host/compact-host/abi"
+
+	"github.com/compact-host/compact-host/internal/heredoc"
 )
 
 // PlanStep is one step of the agent's own plan or todo list.
@@ -183,7 +185,7 @@ func Resolve(calls []Call, errs []ErrorNote) []Resolution {
 // mainCommand is the first simple command of a command line that does
 // more than set up ("cd x && go test ./... | tail" runs go test).
 func mainCommand(cmd string) string {
-	for seg := range commandSegments(stripHeredocs(cmd)) {
+	for seg := range commandSegments(heredoc.Strip(cmd)) {
 		seg, _, _ = strings.Cut(seg, "|")
 		t := strings.TrimSpace(seg)
 		switch w, _, _ := strings.Cut(t, " "); w {
