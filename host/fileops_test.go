@@ -13,6 +13,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/jsonscan"
+	"github.com/compact-host/compact-host/internal/heredoc"
 )
 
 // The reference below is the extraction as it was before the scanner: every
@@ -130,68 +131,15 @@ func refPatchOps(patch string) []fileOp {
 	return ops
 }
 
-// refShellOps reads cmd line by line; after a line, the bodies of its
-// here-documents are passed over (refHeredocs).
+// refShellOps reads cmd line by line, without the bodies of its
+// here-documents: heredoc.Strip, which FuzzStrip holds to a line-by-line
+// reading of its rules.
 func refShellOps(cmd string) []fileOp {
 	var ops []fileOp
-	lines := strings.Split(cmd, "\n")
-	for i := 0; i < len(lines); i++ {
-		ops = refLineOps(ops, lines[i])
-		for _, h := range refHeredocs(lines[i]) {
-			j := i + 1
-			for j < len(lines) && !(lines[j] == h.delim || h.tabs && strings.TrimLeft(lines[j], "\t") == h.delim) {
-				j++
-			}
-			if j == len(lines) {
-				break // no terminator: the lines are read as commands
-			}
-			i = j
-		}
+	for _, line := range strings.Split(heredoc.Strip(cmd), "\n") {
+		ops = refLineOps(ops, line)
 	}
 	return ops
-}
-
-type refHeredoc struct {
-	delim string
-	tabs  bool
-}
-
-// refHeredocs are the here-document operators of a line: runs of exactly
-// two '<', then an optional '-', blanks, and a word up to a blank or a
-// metacharacter, without quotes and backslashes, that is not empty.
-func refHeredocs(line string) []refHeredoc {
-	var out []refHeredoc
-	for k := 0; k < len(line); {
-		if line[k] != '<' {
-			k++
-			continue
-		}
-		n := k
-		for n < len(line) && line[n] == '<' {
-			n++
-		}
-		if n-k != 2 {
-			k = n
-			continue
-		}
-		h := refHeredoc{tabs: n < len(line) && line[n] == '-'}
-		if h.tabs {
-			n++
-		}
-		for n < len(line) && (line[n] == ' ' || line[n] == '\t') {
-			n++
-		}
-		w := n
-		for n < len(line) && !strings.ContainsRune(" \t;|&<>()", rune(line[n])) {
-			n++
-		}
-		h.delim = strings.NewReplacer("'", "", `"`, "", `\`, "").Replace(line[w:n])
-		if h.delim != "" {
-			out = append(out, h)
-		}
-		k = n
-	}
-	return out
 }
 
 // refLineOps is the reference for one line of a command, split on pipes,
