@@ -59,13 +59,15 @@ type ProcessConfig struct {
 	Args    []string
 	// Dir is the working directory; empty means the host's.
 	Dir string
-	// Checksum, when set, is the SHA-256 the executable must have.
+	// Checksum, when set, is the SHA-256 the executable must have; the
+	// process is not started otherwise.
 	Checksum []byte
-	// HandshakeTimeout bounds the start and the Info call; zero is the
-	// runtime's default.
+	// HandshakeTimeout bounds the handshake, and then the Info call
+	// unless ctx ends sooner; zero is the runtime's default.
 	HandshakeTimeout time.Duration
 	// CallTimeout bounds a call whose context has no deadline; zero is
-	// the runtime's default.
+	// the runtime's default. No call into a process is unbounded: a
+	// plugin that never answers must not hang the host.
 	CallTimeout time.Duration
 	// Logger receives the plugin's log and stderr. Never nil.
 	Logger *slog.Logger

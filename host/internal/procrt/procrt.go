@@ -31,26 +31,11 @@ const DefaultHandshakeTimeout = 10 * time.Second
 // DefaultCallTimeout bounds a call whose context has no deadline.
 const DefaultCallTimeout = 2 * time.Minute
 
-// Config says how to start a process plugin.
-type Config struct {
-	// Command is the executable; Args its arguments.
-	Command string
-	Args    []string
-	// Dir is the working directory; empty means the host's.
-	Dir string
-	// Checksum, when set, is the SHA-256 the executable must have; the
-	// process is not started otherwise.
-	Checksum []byte
-	// HandshakeTimeout bounds the handshake, and then the Info call of
-	// Start unless ctx ends sooner; zero means DefaultHandshakeTimeout.
-	HandshakeTimeout time.Duration
-	// CallTimeout bounds a call whose context has no deadline; zero
-	// means DefaultCallTimeout. No call into a process is unbounded: a
-	// plugin that never answers must not hang the host.
-	CallTimeout time.Duration
-	// Logger receives the plugin's log and stderr.
-	Logger *slog.Logger
-}
+// Config says how to start a process plugin: the runtime's side of
+// plugin.Options, one type with it so the two cannot drift apart. A zero
+// HandshakeTimeout means DefaultHandshakeTimeout and a zero CallTimeout
+// DefaultCallTimeout; a nil Logger discards.
+type Config = pluginapi.ProcessConfig
 
 // Plugin is a running process plugin. It is safe for concurrent use.
 type Plugin struct {

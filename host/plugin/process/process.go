@@ -19,7 +19,7 @@ import (
 
 // Runtime is the process runtime: set plugin.Options.Process to it.
 func Runtime(ctx context.Context, cfg pluginapi.ProcessConfig) (pluginapi.Conn, error) {
-	p, err := procrt.Start(ctx, procrt.Config(cfg))
+	p, err := procrt.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
