@@ -155,16 +155,12 @@ func StringValue(s []byte, flags int) string {
 // AppendStringValue appends the value of the valid JSON string s (quotes
 // included), in which String found flags, to dst.
 func AppendStringValue(dst, s []byte, flags int) []byte {
-	body := s[1 : len(s)-1]
-	if flags == 0 || flags == NonASCII && utf8.Valid(body) {
-		return append(dst, body...)
-	}
-	return appendUnquote(dst, body, flags&NonASCII == 0)
+	return AppendBodyValue(dst, s[1:len(s)-1], flags)
 }
 
-// AppendBodyValue appends the value of part of the body of a valid JSON
-// string (quotes excluded) in which String found flags, cut where no
-// escape is split, as AppendStringValue appends the whole.
+// AppendBodyValue appends the value of the body of a valid JSON string
+// (quotes excluded), or of a part of it cut where no escape is split, in
+// which String found flags.
 func AppendBodyValue(dst, part []byte, flags int) []byte {
 	if flags == 0 || flags == NonASCII && utf8.Valid(part) {
 		return append(dst, part...)
