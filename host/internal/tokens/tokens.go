@@ -39,10 +39,10 @@ func (charsCounter) Count(s string) int { return (runeCount(s) + 3) / 4 }
 // runeCount is utf8.RuneCountInString: the count runs over every text
 // appended. ASCII is skipped 32 or 64, then 8 bytes at a time; a word
 // holding one three-byte character and ASCII is counted whole; in another
-// word with a high bit set, the ASCII bytes before the first such byte are
-// counted at once, and runes are decoded from there to the next ASCII byte as a
-// range over the string decodes them (a byte that starts no valid sequence
-// is a rune of its own).
+// word with a high bit set, the ASCII bytes before the first such byte
+// are counted at once, and runes are decoded from there to the next ASCII
+// byte as a range over the string decodes them (a byte that starts no
+// valid sequence is a rune of its own).
 func runeCount(s string) int {
 	const hi = 0x8080808080808080
 	b := unsafe.Slice(unsafe.StringData(s), len(s))

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/compact-host/compact-host/abi"
-
 	"github.com/compact-host/compact-host/internal/heredoc"
 )
 
