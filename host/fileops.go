@@ -18,7 +18,8 @@ import (
 // FileTools names the tools whose calls read or modify files, beyond the
 // ones the engine knows (Read, Write, Edit, MultiEdit, NotebookEdit,
 // apply_patch, str_replace editors, view, create, edit, read_file,
-// write_file, and cat/sed/head/tail/nl in shell commands). Names match
+// write_file, and cat/sed/head/tail/nl, tee and > in shell commands,
+// where the body of a here-document is data, not commands). Names match
 // case-insensitively. The path is taken from file_path, path, filePath,
 // notebook_path, target_file or filename.
 type FileTools struct {
