@@ -363,6 +363,7 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 	// heredocAt is the offset of the next "<<" at or after the start of the
 	// current line, len(cmd) if none; line is where that line starts.
 	heredocAt, line := indexFrom(cmd, "<<", 0), 0
+	var bodies heredoc.Reader
 	segs := newShellSegments(cmd)
 	for at := 0; at < len(cmd); {
 		end, next := segs.from(at)
@@ -374,7 +375,7 @@ func appendShellOps(ops []fileOp, cmd string) []fileOp {
 		if end < len(cmd) && cmd[end] == '\n' {
 			// The line ends here: skip the bodies of its here-documents.
 			if heredocAt < end {
-				if skip := heredoc.BodiesEnd(cmd, line, end); skip > next {
+				if skip := bodies.BodiesEnd(cmd, line, end); skip > next {
 					at = skip
 				}
 			}
@@ -775,8 +776,9 @@ func appendCommand(dst, s []byte, flags int) []byte {
 		return jsonscan.AppendBodyValue(dst, body, flags)
 	}
 	base := len(dst)
-	pos := 0 // decoded up to here; never inside an escape
-	for {
+	pos := 0    // decoded up to here; never inside an escape
+	misses := 0 // operators without a terminator, as heredoc.Reader counts them
+	for misses < heredoc.MaxMisses {
 		p := bytes.Index(body[pos:], []byte("<<"))
 		if p < 0 {
 			break
@@ -801,6 +803,7 @@ func appendCommand(dst, s []byte, flags int) []byte {
 			}
 			end := rawTerminator(body, at, delim)
 			if end < 0 {
+				misses++
 				break // not skipped, as shellOps does
 			}
 			dst = append(append(dst, '\n'), delim...)

@@ -364,6 +364,9 @@ func TestShellOpsHereDocuments(t *testing.T) {
 		// No terminator: the lines stay commands, as they were read before.
 		{"x=$((1<<2)); head a.go\nhead b.go", []fileOp{{"a.go", false}, {"b.go", false}}},
 		{"cat <<EOF\nhead a.go\nEOF2", []fileOp{{"a.go", false}}},
+		// After heredoc.MaxMisses operators without a terminator, bodies
+		// are read as commands: the search for each costs the command's length.
+		{strings.Repeat("x=$((1<<2))\n", heredoc.MaxMisses) + "cat <<E\nhead a.go\nE", []fileOp{{"a.go", false}}},
 		// A here-string is not a here-document.
 		{"cat <<< word > out.txt\nhead a.go\nword", []fileOp{{"out.txt", true}, {"a.go", false}}},
 	} {
@@ -410,7 +413,8 @@ func decodeCommand(t *testing.T, s []byte) string {
 // without HTML escapes, and for the fuzzer's bytes read as a JSON string.
 func FuzzAppendCommand(f *testing.F) {
 	for _, c := range []string{"cat > a.py <<'EOF'\nhead b.go\nEOF\ntail c.go", "cat <<A <<B\nhead a.go\nA\nhead b.go\nB\nnl c.go",
-		"cat <<E1\nx\\nE1\nE1\nhead z.go", "cat <<\"E\"\nE\\\nE\nsed -n 1p a.go", "cat <<EOF\u2028\nhead a.go\nEOF", "a<<b\nb\ncat c.go"} {
+		"cat <<E1\nx\\nE1\nE1\nhead z.go", "cat <<\"E\"\nE\\\nE\nsed -n 1p a.go", "cat <<EOF\u2028\nhead a.go\nEOF", "a<<b\nb\ncat c.go",
+		strings.Repeat("x=$((1<<2))\n", 7) + "cat <<A <<B\nhead a.go\nA\nhead b.go\nB\nnl c.go"} {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {

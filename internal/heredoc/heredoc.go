@@ -10,16 +10,34 @@
 // line's operators follow the line, one after the other, each ended by the
 // first line that is its delimiter. A body whose terminator is missing is
 // not a body: "<<" in a quoted string or an arithmetic expression then
-// changes nothing, where a shell would read to the end.
+// changes nothing, where a shell would read to the end. After MaxMisses
+// such operators, the rest of a command is read as commands.
 package heredoc
 
 import "strings"
 
+// MaxMisses is how many operators whose terminator is missing a command
+// may hold before the rest of it is read without looking for bodies. Each
+// such operator costs a search to the end of the command: without a
+// bound, a command of many lines each holding "<<" would cost the square
+// of its length.
+const MaxMisses = 8
+
+// A Reader finds the bodies of one command's here-documents, line by line,
+// and counts the operators whose terminator is missing (MaxMisses). The
+// zero value is ready; use one per command.
+type Reader struct {
+	misses int
+}
+
 // BodiesEnd reads the operators of the line cmd[line:nl], whose newline is
 // cmd[nl], and returns the offset just past the terminator of the last body
 // that has one, or nl+1 when no body follows the line.
-func BodiesEnd(cmd string, line, nl int) int {
+func (r *Reader) BodiesEnd(cmd string, line, nl int) int {
 	at := nl + 1
+	if r.misses >= MaxMisses {
+		return at
+	}
 	for i := 0; ; {
 		delim, tabs, next, ok := Op(cmd[line:nl], i)
 		if !ok {
@@ -28,6 +46,7 @@ func BodiesEnd(cmd string, line, nl int) int {
 		i = next
 		end := End(cmd, at, delim, tabs)
 		if end < 0 {
+			r.misses++
 			break
 		}
 		at = end
@@ -98,6 +117,7 @@ func Strip(cmd string) string {
 	}
 	var b strings.Builder
 	b.Grow(len(cmd))
+	var r Reader
 	for line := 0; line < len(cmd); {
 		nl := strings.IndexByte(cmd[line:], '\n')
 		if nl < 0 {
@@ -106,7 +126,7 @@ func Strip(cmd string) string {
 		}
 		nl += line
 		b.WriteString(cmd[line : nl+1])
-		line = BodiesEnd(cmd, line, nl)
+		line = r.BodiesEnd(cmd, line, nl)
 	}
 	return b.String()
 }

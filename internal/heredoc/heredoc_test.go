@@ -32,10 +32,14 @@ func refStrip(cmd string) string {
 	}
 	lines := strings.Split(cmd, "\n")
 	var out strings.Builder
+	misses := 0
 	for i := 0; i < len(lines); i++ {
 		out.WriteString(lines[i])
 		if i < len(lines)-1 {
 			out.WriteString("\n")
+		}
+		if misses >= MaxMisses {
+			continue
 		}
 		for _, h := range refOps(lines[i]) {
 			j := i + 1
@@ -43,6 +47,7 @@ func refStrip(cmd string) string {
 				j++
 			}
 			if j == len(lines) {
+				misses++
 				break
 			}
 			i = j
@@ -89,6 +94,22 @@ func refOps(line string) []refOp {
 		k = n
 	}
 	return ops
+}
+
+// A command of many lines, each with an operator whose terminator is
+// missing, costs at most MaxMisses searches to its end, not one a line;
+// once those are spent, a later body is read as commands.
+func TestStripBoundsMissingTerminators(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 40000; i++ {
+		b.WriteString("cat <<NOT_HERE_" + strings.Repeat("x", i%7) + "\n")
+	}
+	cmd := b.String()
+	assert.Equal(t, cmd, Strip(cmd))
+	misses := strings.Repeat("echo $((1<<2))\n", MaxMisses)
+	assert.Equal(t, misses+"cat <<E\nx\nE\n", Strip(misses+"cat <<E\nx\nE\n"))
+	assert.Equal(t, misses[15:]+"cat <<E\n", Strip(misses[15:]+"cat <<E\nx\nE\n"), "one miss fewer")
+	assert.Equal(t, "cat <<E\n", Strip("cat <<E\nx\nE\n"))
 }
 
 func FuzzStrip(f *testing.F) {
