@@ -101,9 +101,7 @@ func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
 		return nil, ErrNothingToFold
 	}
 	p.files = s.fileOpsBefore(p.cut)
-	if k := len(s.requests); k > 0 && s.requests[k-1] < p.cut && !s.msgs[s.requests[k-1]].msg.Pinned {
-		p.latestRequest = requestText(&s.msgs[s.requests[k-1]].msg)
-	}
+	p.latestRequest = s.foldedRequest(p.cut)
 	p.turnNo = len(s.requests)
 	return p, nil
 }
@@ -492,8 +490,8 @@ func clipRequest(req string, max int) string {
 }
 
 // mentions reports whether summary carries the request: its opening words,
-// whitespace folded, the request's system reminders left out and the
-// summary's block-quote markers ignored (a summary quotes the request).
+// whitespace folded, the summary's block-quote markers ignored (a summary
+// quotes the request).
 func mentions(summary, request string) bool {
 	fold := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 	lines := strings.Split(summary, "\n")
@@ -501,29 +499,11 @@ func mentions(summary, request string) bool {
 		lines[i] = strings.TrimPrefix(strings.TrimPrefix(l, ">"), " ")
 	}
 	summary = strings.Join(lines, "\n")
-	request = withoutTag(request, "system-reminder")
 	req := fold(request)
 	if len(req) > 200 {
 		req = req[:utf8Floor(req, 200)]
 	}
 	return strings.Contains(fold(summary), req)
-}
-
-// withoutTag removes the <tag>…</tag> elements of s: harness text inside a
-// request that a summary leaves out.
-func withoutTag(s, tag string) string {
-	open, closing := "<"+tag+">", "</"+tag+">"
-	for {
-		i := strings.Index(s, open)
-		if i < 0 {
-			return s
-		}
-		j := strings.Index(s[i:], closing)
-		if j < 0 {
-			return s[:i]
-		}
-		s = s[:i] + s[i+j+len(closing):]
-	}
 }
 
 // splice logs the compaction and makes it active, unless the session was
@@ -585,9 +565,7 @@ func (e *Engine) emergency(s *Session, before, overhead, minFree int) (Compactio
 	}
 	p.folded = p.cut - p.start - s.pinnedIn(p.start, p.cut)
 	p.files = s.fileOpsBefore(p.cut)
-	if k := len(s.requests); k > 0 && s.requests[k-1] < p.cut && !s.msgs[s.requests[k-1]].msg.Pinned {
-		p.latestRequest = requestText(&s.msgs[s.requests[k-1]].msg)
-	}
+	p.latestRequest = s.foldedRequest(p.cut)
 	p.turnNo = len(s.requests)
 
 	summary := "The earlier conversation was dropped to keep the session within its context window."

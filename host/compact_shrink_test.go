@@ -52,22 +52,56 @@ func TestCompactionNeverGrowsTheContext(t *testing.T) {
 	assert.Less(t, c.TokensAfter, c.TokensBefore, "the compaction grew the context")
 }
 
-// A summary that quotes the request as a block quote, without the
-// harness's reminders, carries it: nothing is appended. One that lacks a
-// long request gets it once, clipped with a note that names the request.
+// The request a summary must keep is the user's, read as the strategies
+// read it (abi.RequestText): the harness's reminder inside it left out, and
+// the harness's messages after it (a task notification, a skill's body)
+// not taken for it. A summary that quotes it as a block quote carries it:
+// nothing is appended. One that lacks it gets the user's words, not the
+// harness's. A long request is added once, clipped with a note.
 func TestVerifySummaryRequest(t *testing.T) {
 	e := newEngine(t, Config{})
-	req := "<system-reminder>be brief</system-reminder>Implement the plan:\n1. step one\n2. step two"
-	p := &plan{latestRequest: req}
+	s := e.NewSession()
+	for _, m := range []Message{
+		user("<system-reminder>be brief</system-reminder>Implement the plan:\n1. step one\n2. step two"),
+		assistant("on it"),
+		user("<task-notification>\n<status>completed</status>\n</task-notification>"),
+		user("Base directory for this skill: /skills/review\n\n# Review"),
+		assistant("done"),
+	} {
+		require.NoError(t, s.Append(m))
+	}
+	req := s.foldedRequest(len(s.msgs))
+	require.Equal(t, "Implement the plan:\n1. step one\n2. step two", req)
+	assert.Empty(t, s.foldedRequest(0), "a request that stays in the context was checked")
+
 	quoted := "## Active Task\n> Implement the plan:\n> 1. step one\n> 2. step two\n"
-	assert.Equal(t, strings.TrimRight(quoted, "\n"), e.verifySummary(quoted, p), "a quoted request was appended again")
+	assert.Equal(t, strings.TrimRight(quoted, "\n"), e.verifySummary(quoted, &plan{latestRequest: req}), "a quoted request was appended again")
+	got := e.verifySummary("## Active Task\nsomething else", &plan{latestRequest: req})
+	assert.Contains(t, got, "## Latest User Request (verbatim)\nImplement the plan:\n1. step one\n2. step two")
+	for _, harness := range []string{"system-reminder", "task-notification", "Base directory"} {
+		assert.NotContains(t, got, harness)
+	}
 
 	long := strings.Repeat("line of a long pasted plan\n", 1000)
-	got := e.verifySummary("## Active Task\nsomething else", &plan{latestRequest: long})
+	got = e.verifySummary("## Active Task\nsomething else", &plan{latestRequest: long})
 	assert.Equal(t, 1, strings.Count(got, "## Latest User Request (verbatim)"))
 	assert.Contains(t, got, "of the request left out; the whole request is in the session log")
 	assert.NotContains(t, got, "tool output")
 	assert.LessOrEqual(t, len(got), maxAddedRequest+400)
+}
+
+// Past maxRequestWalk messages of harness text the walk gives up: nothing
+// is checked rather than planning in time that grows with the session.
+func TestFoldedRequestWalkIsBounded(t *testing.T) {
+	e := newEngine(t, Config{})
+	s := e.NewSession()
+	require.NoError(t, s.Append(user("the task")))
+	for i := 0; i < maxRequestWalk-1; i++ {
+		require.NoError(t, s.Append(user("<task-notification>n</task-notification>")))
+	}
+	assert.Equal(t, "the task", s.foldedRequest(len(s.msgs)))
+	require.NoError(t, s.Append(user("<task-notification>n</task-notification>")))
+	assert.Empty(t, s.foldedRequest(len(s.msgs)))
 }
 
 // Codex's shell_command tool reads files with head and cat like any shell.

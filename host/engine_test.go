@@ -242,7 +242,8 @@ func TestCutInsideLongTurnFoldsPrefixSeparately(t *testing.T) {
 	require.Equal(t, abi.FoldHistory, reqs[0].Kind)
 	require.Equal(t, abi.FoldTurnPrefix, reqs[1].Kind)
 	assert.Equal(t, "first task", reqs[0].Messages[0].Content[0].Text, "history and prefix split at the wrong place")
-	assert.Equal(t, "second task: a long one", requestText(&reqs[1].Messages[0]), "history and prefix split at the wrong place")
+	prefixRequest, _ := abi.RequestText(reqs[1].Messages[0])
+	assert.Equal(t, "second task: a long one", prefixRequest, "history and prefix split at the wrong place")
 	ctxMsgs := s.Context()
 	require.NoError(t, Validate(ctxMsgs, false))
 	text := ctxMsgs[0].Content[0].Text

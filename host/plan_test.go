@@ -50,8 +50,21 @@ func refPlan(t *testing.T, e *Engine, s *Session, keep int) (*plan, error) {
 		}
 	}
 	p.files = ref.snapshot()
-	if k := len(s.requests); k > 0 && s.requests[k-1] < p.cut && !s.msgs[s.requests[k-1]].msg.Pinned {
-		p.latestRequest = requestText(&s.msgs[s.requests[k-1]].msg)
+	for i := len(s.msgs) - 1; i >= 0; i-- {
+		m := &s.msgs[i].msg
+		var prev *Message
+		if i > 0 {
+			prev = &s.msgs[i-1].msg
+		}
+		if abi.IsObservation(prev, m) {
+			continue
+		}
+		if t, ok := abi.RequestText(*m); ok {
+			if i < p.cut && !m.Pinned {
+				p.latestRequest = t
+			}
+			break
+		}
 	}
 	p.turnNo = len(s.requests)
 	return p, nil

@@ -121,8 +121,12 @@ func runProperty(t *testing.T, seed uint64) {
 	var latest string
 	var pinned []string
 	for i := range msgs {
-		if isRequest(&msgs[i]) {
-			latest = requestText(&msgs[i])
+		var prev *Message
+		if i > 0 {
+			prev = &msgs[i-1]
+		}
+		if t, ok := abi.RequestText(msgs[i]); ok && !abi.IsObservation(prev, &msgs[i]) {
+			latest = t
 		}
 		if msgs[i].Pinned {
 			pinned = append(pinned, strings.TrimSpace(msgs[i].Content[0].Text))

@@ -337,15 +337,36 @@ func isRequest(m *Message) bool {
 	return false
 }
 
-// requestText is the text of a user request.
-func requestText(m *Message) string {
-	var parts []string
-	for _, b := range m.Content {
-		if b.Type == abi.BlockText {
-			parts = append(parts, b.Text)
+// maxRequestWalk bounds how many messages foldedRequest reads back past
+// harness text and command output, so a session of thousands of task
+// notifications plans in the same time as any other.
+const maxRequestWalk = 64
+
+// foldedRequest is the text of the user's latest request (abi.RequestText:
+// harness text and command output sent as user messages are none) when it
+// lies before cut and is not pinned: the request a summary of the messages
+// before cut must keep. It is empty when that request stays in the context.
+func (s *Session) foldedRequest(cut int) string {
+	for k, n := len(s.requests)-1, 0; k >= 0 && n < maxRequestWalk; k, n = k-1, n+1 {
+		i := s.requests[k]
+		m := &s.msgs[i].msg
+		var prev *Message
+		if i > 0 {
+			prev = &s.msgs[i-1].msg
 		}
+		if abi.IsObservation(prev, m) {
+			continue
+		}
+		t, ok := abi.RequestText(*m)
+		if !ok {
+			continue
+		}
+		if i >= cut || m.Pinned {
+			return ""
+		}
+		return t
 	}
-	return strings.TrimSpace(strings.Join(parts, "\n"))
+	return ""
 }
 
 func (s *Session) writeEntry(e Entry) error {

@@ -35,7 +35,7 @@ func TestLatestRequestOfTextActions(t *testing.T) {
 	assert.Contains(t, req, "drops the currency symbol for negative totals", "the task, not a command's output")
 
 	proxy, _ := LatestRequest(s.Messages)
-	assert.True(t, strings.HasPrefix(proxy, "<returncode>"), "the engine's notion takes the last output for the request")
+	assert.True(t, strings.HasPrefix(proxy, "<returncode>"), "read without its format, the last output reads as the request")
 
 	// A trajectory with tool calls keeps the engine's notion.
 	withTools := &formats.Session{Format: formats.MiniSWEAgent, Messages: workSession(1)}
@@ -62,17 +62,17 @@ var quoting = host.StrategyFunc(func(_ context.Context, _ plugin.Services, req *
 })
 
 // TestReplayRequestKeptOfTextActions: in a text-action trajectory the
-// request the replay checks is the task. A summary that forgets it does
-// not keep it, whatever command output the host quotes as the latest
-// user message; one that quotes it as a Markdown block does.
+// request the replay checks is the task, not a command's output. A summary
+// that forgets it still keeps it: the host's check reads past the output
+// sent as user messages (abi.IsObservation) and adds the task. One that
+// quotes it as a Markdown block keeps it itself.
 func TestReplayRequestKeptOfTextActions(t *testing.T) {
 	s := textTrajectory(t)
 	r := replay(ctx, replayConfig{session: s, name: "text", window: 8000, strategy: "forgetful", impl: forgetful})
 	require.Empty(t, r.Err)
 	require.NotEmpty(t, r.Compactions)
 	require.Positive(t, r.RequestsFolded)
-	assert.Zero(t, r.RequestsRetained, "the task is gone from the context, so no compaction kept it")
-	assert.Zero(t, r.LatestRetained)
+	assert.Equal(t, r.RequestsFolded, r.RequestsRetained, "the host's check did not add the forgotten task")
 
 	r = replay(ctx, replayConfig{session: s, name: "text", window: 8000, strategy: "quoting", impl: quoting})
 	require.Empty(t, r.Err)

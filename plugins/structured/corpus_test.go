@@ -116,7 +116,7 @@ func oracleModified(msgs []abi.Message) []string {
 // text only, not a summary, not harness context the agents inject.
 func oracleRequest(msgs []abi.Message) (string, bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if t, ok := digest.RequestText(msgs[i]); ok && !(i > 0 && msgs[i-1].Role == abi.RoleAssistant && strings.Contains(t, "(Current directory: ")) {
+		if t, ok := abi.RequestText(msgs[i]); ok && !(i > 0 && msgs[i-1].Role == abi.RoleAssistant && strings.Contains(t, "(Current directory: ")) {
 			return t, true
 		}
 	}
