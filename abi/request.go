@@ -3,7 +3,7 @@ package abi
 import "strings"
 
 // What the user asked is the task a summary must keep, and the host checks
-// that it does (README.md, "Requests"). Host and plugins read a request the
+// that it does (README.md, "What the host checks a summary keeps"). Host and plugins read a request the
 // same way through these functions, so a summary that states the request
 // is never judged to lack it, and the host never appends harness text in
 // its place.
@@ -78,7 +78,7 @@ func IsObservation(prev, m *Message) bool {
 	if prev != nil && prev.Role != RoleAssistant || m.Role != RoleUser {
 		return false
 	}
-	t := strings.TrimSpace(messageText(m))
+	t := strings.TrimSpace(m.Text())
 	switch {
 	case strings.Contains(t, "(Current directory: ") && strings.Contains(t, "(Open file: "):
 		return true
@@ -86,27 +86,6 @@ func IsObservation(prev, m *Message) bool {
 		return true
 	}
 	return strings.Contains(t, "EXACTLY ONE action") || strings.Contains(t, "exactly one bash code block")
-}
-
-// messageText joins the text blocks of m by newlines; a message of one
-// block, the usual case, costs no allocation.
-func messageText(m *Message) string {
-	n, only := 0, ""
-	for _, b := range m.Content {
-		if b.Type == BlockText {
-			n, only = n+1, b.Text
-		}
-	}
-	if n <= 1 {
-		return only
-	}
-	parts := make([]string, 0, n)
-	for _, b := range m.Content {
-		if b.Type == BlockText {
-			parts = append(parts, b.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 // withoutElement removes every <tag>…</tag> element of s; an element left

@@ -66,3 +66,18 @@ func TestIsObservation(t *testing.T) {
 }
 
 func ptr(m Message) *Message { return &m }
+
+func TestMessageText(t *testing.T) {
+	m := Message{Role: RoleUser, Content: []Block{
+		{Type: BlockText, Text: "a"}, {Type: BlockToolResult, Text: "not text"}, {Type: BlockText, Text: "b"}}}
+	if got := m.Text(); got != "a\nb" {
+		t.Errorf("Text = %q, want %q", got, "a\nb")
+	}
+	one := text(RoleUser, "only")
+	if got := one.Text(); got != "only" {
+		t.Errorf("Text = %q, want %q", got, "only")
+	}
+	if got := (&Message{}).Text(); got != "" {
+		t.Errorf("Text of no blocks = %q", got)
+	}
+}

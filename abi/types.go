@@ -1,6 +1,9 @@
 package abi
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Roles of a message.
 const (
@@ -32,6 +35,27 @@ type Message struct {
 	// Usage is what the provider reported for the call that produced
 	// this (assistant) message, when known.
 	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Text joins the text blocks of m by newlines. A message of one text
+// block, the usual case, is returned without a copy.
+func (m *Message) Text() string {
+	n, only := 0, ""
+	for _, b := range m.Content {
+		if b.Type == BlockText {
+			n, only = n+1, b.Text
+		}
+	}
+	if n <= 1 {
+		return only
+	}
+	parts := make([]string, 0, n)
+	for _, b := range m.Content {
+		if b.Type == BlockText {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
 }
 
 // Block is one content block. Which fields are set depends on Type.

@@ -51,14 +51,10 @@ func refPlan(t *testing.T, e *Engine, s *Session, keep int) (*plan, error) {
 	}
 	p.files = ref.snapshot()
 	for i := len(s.msgs) - 1; i >= 0; i-- {
-		m := &s.msgs[i].msg
-		var prev *Message
-		if i > 0 {
-			prev = &s.msgs[i-1].msg
-		}
-		if abi.IsObservation(prev, m) {
+		if s.isObservation(i) {
 			continue
 		}
+		m := &s.msgs[i].msg
 		if t, ok := abi.RequestText(*m); ok {
 			if i < p.cut && !m.Pinned {
 				p.latestRequest = t

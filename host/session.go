@@ -349,14 +349,10 @@ const maxRequestWalk = 64
 func (s *Session) foldedRequest(cut int) string {
 	for k, n := len(s.requests)-1, 0; k >= 0 && n < maxRequestWalk; k, n = k-1, n+1 {
 		i := s.requests[k]
-		m := &s.msgs[i].msg
-		var prev *Message
-		if i > 0 {
-			prev = &s.msgs[i-1].msg
-		}
-		if abi.IsObservation(prev, m) {
+		if s.isObservation(i) {
 			continue
 		}
+		m := &s.msgs[i].msg
 		t, ok := abi.RequestText(*m)
 		if !ok {
 			continue
@@ -367,6 +363,16 @@ func (s *Session) foldedRequest(cut int) string {
 		return t
 	}
 	return ""
+}
+
+// isObservation reports whether message i is command output sent back as
+// a user message (abi.IsObservation), judged after message i-1.
+func (s *Session) isObservation(i int) bool {
+	var prev *Message
+	if i > 0 {
+		prev = &s.msgs[i-1].msg
+	}
+	return abi.IsObservation(prev, &s.msgs[i].msg)
 }
 
 func (s *Session) writeEntry(e Entry) error {

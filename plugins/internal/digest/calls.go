@@ -106,11 +106,11 @@ func textAction(msgs []abi.Message, i int) (Call, bool) {
 			return Call{}, false
 		}
 	}
-	cmd := shellBlock(textOf(m))
+	cmd := shellBlock(m.Text())
 	if cmd == "" {
 		return Call{}, false
 	}
-	out := textOf(msgs[i+1])
+	out := msgs[i+1].Text()
 	failed := strings.HasPrefix(strings.TrimSpace(out), "<returncode>") && !strings.HasPrefix(strings.TrimSpace(out), "<returncode>0</returncode>")
 	return Call{Index: i, Name: "bash", tool: "bash", Command: cmd, Result: &Result{Index: i + 1, Text: out, IsError: failed}}, true
 }

@@ -75,7 +75,7 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 		f.Previous = append(f.Previous, s)
 	}
 	for _, m := range msgs {
-		if t := strings.TrimSpace(textOf(m)); t != "" && (m.Summary || m.Role == abi.RoleUser && abi.IsSummaryText(t)) {
+		if t := strings.TrimSpace(m.Text()); t != "" && (m.Summary || m.Role == abi.RoleUser && abi.IsSummaryText(t)) {
 			f.Previous = append(f.Previous, t)
 		}
 	}

@@ -109,7 +109,7 @@ func Intention(msgs []abi.Message) (Statement, bool) {
 			}
 			continue
 		}
-		ss := sentences(textOf(m))
+		ss := sentences(m.Text())
 		if len(ss) == 0 {
 			continue
 		}

@@ -56,7 +56,7 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 	seenDecision, seenOpen := map[string]bool{}, map[string]bool{}
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == abi.RoleAssistant && strings.TrimSpace(textOf(msgs[i])) != "" {
+		if msgs[i].Role == abi.RoleAssistant && strings.TrimSpace(msgs[i].Text()) != "" {
 			last = i
 			break
 		}
@@ -65,7 +65,7 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 		if m.Role != abi.RoleAssistant {
 			continue
 		}
-		for _, s := range sentences(textOf(m)) {
+		for _, s := range sentences(m.Text()) {
 			lower := scratch.lower(s)
 			if hasMarker(lower, decisionMarkers) {
 				decisions = appendStatement(decisions, Statement{i, s}, seenDecision)
@@ -161,27 +161,6 @@ func (l *lowerer) lower(s string) string {
 		}
 	}
 	return unsafe.String(unsafe.SliceData(l.buf), len(l.buf))
-}
-
-// textOf joins the text blocks of m. Most messages have one or none,
-// which need no joining.
-func textOf(m abi.Message) string {
-	n, only := 0, ""
-	for _, b := range m.Content {
-		if b.Type == abi.BlockText {
-			n, only = n+1, b.Text
-		}
-	}
-	if n <= 1 {
-		return only
-	}
-	var parts []string
-	for _, b := range m.Content {
-		if b.Type == abi.BlockText {
-			parts = append(parts, b.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 // sentences splits prose into sentences of 12 to 400 bytes, one line each.
@@ -356,7 +335,7 @@ func Findings(msgs []abi.Message, decisions []Statement) []Statement {
 		if m.Role != abi.RoleAssistant {
 			continue
 		}
-		for _, s := range sentences(textOf(m)) {
+		for _, s := range sentences(m.Text()) {
 			if taken[s] || len(strings.Fields(s)) < 4 && !hasArtifact(s) {
 				continue
 			}

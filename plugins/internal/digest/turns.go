@@ -112,7 +112,7 @@ func turnsOf(msgs []abi.Message, reqs []Request, calls []Call, errs []ErrorNote)
 		part := msgs[r.Index:end]
 		for j := len(part) - 1; j >= 0; j-- {
 			if part[j].Role == abi.RoleAssistant {
-				if s := strings.TrimSpace(textOf(part[j])); s != "" {
+				if s := strings.TrimSpace(part[j].Text()); s != "" {
 					t.Outcome = s
 					break
 				}
