@@ -89,19 +89,50 @@ func IsObservation(prev, m *Message) bool {
 }
 
 // withoutElement removes every <tag>…</tag> element of s; an element left
-// open runs to the end of s.
+// open runs to the end of s. tag is a name: it holds no '<' or '/'.
+//
+// It gives what removing the first element and searching again from the
+// start gives, where a removal can join the text on its two sides into a
+// new opening tag, but in one pass: removing elements one by one copied
+// the whole string each time, 2.7 s for a 1 MB message of 30,000
+// reminders against 3.1 ms (one benchmark run of each). out, the text
+// kept so far, holds no opening tag of its own, so the next one either
+// crosses its end or lies wholly in rest.
 func withoutElement(s, tag string) string {
 	open, closing := "<"+tag+">", "</"+tag+">"
+	i := strings.Index(s, open)
+	if i < 0 {
+		return s
+	}
+	out := append(make([]byte, 0, len(s)), s[:i]...)
+	rest := s[i:]
 	for {
-		i := strings.Index(s, open)
-		if i < 0 {
-			return s
+		// The opening tag starts at out[k:], inOut of its bytes in out.
+		k, inOut := -1, 0
+		for c := max(0, len(out)-len(open)+1); c < len(out); c++ {
+			n := len(out) - c
+			if string(out[c:]) == open[:n] && strings.HasPrefix(rest, open[n:]) {
+				k, inOut = c, n
+				break
+			}
 		}
-		j := strings.Index(s[i:], closing)
-		if j < 0 {
-			return s[:i]
+		if k < 0 {
+			j := strings.Index(rest, open)
+			if j < 0 {
+				return string(append(out, rest...))
+			}
+			out = append(out, rest[:j]...)
+			rest = rest[j:]
+			k = len(out)
 		}
-		s = s[:i] + s[i+j+len(closing):]
+		// No closing tag starts inside the opening one (tag is a name),
+		// so it is looked for after it.
+		after := len(open) - inOut
+		e := strings.Index(rest[after:], closing)
+		if e < 0 {
+			return string(out[:k])
+		}
+		out, rest = out[:k], rest[after+e+len(closing):]
 	}
 }
 

@@ -1,6 +1,9 @@
 package abi
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func text(role string, texts ...string) Message {
 	m := Message{Role: role}
@@ -79,5 +82,63 @@ func TestMessageText(t *testing.T) {
 	}
 	if got := (&Message{}).Text(); got != "" {
 		t.Errorf("Text of no blocks = %q", got)
+	}
+}
+
+// removeOneByOne is the form withoutElement replaces: remove the first
+// element, search again from the start.
+func removeOneByOne(s, tag string) string {
+	open, closing := "<"+tag+">", "</"+tag+">"
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], closing)
+		if j < 0 {
+			return s[:i]
+		}
+		s = s[:i] + s[i+j+len(closing):]
+	}
+}
+
+func TestWithoutElement(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"keep", "keep"},
+		{"a<r>x</r>b<r>y</r>c", "abc"},
+		{"a<r>open to the end", "a"},
+		{"a</r>b", "a</r>b"},
+		// A removal joins "<" and "r>" into a new opening tag.
+		{"<<r>x</r>r>y</r>z", "z"},
+		{"<r<r></r>>q</r>tail", "tail"},
+	} {
+		if got := withoutElement(c.in, "r"); got != c.want {
+			t.Errorf("withoutElement(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if got := removeOneByOne(c.in, "r"); got != c.want {
+			t.Errorf("reference on %q = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func FuzzWithoutElement(f *testing.F) {
+	for _, s := range []string{"", "<r>", "a<r>b</r>c", "<<r>x</r>r>y</r>z", "<r<r></r>>q</r>", "</r><r></r"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := withoutElement(s, "r"), removeOneByOne(s, "r"); got != want {
+			t.Fatalf("withoutElement(%q) = %q, removing one by one gives %q", s, got, want)
+		}
+	})
+}
+
+// A message made of thousands of reminders is read in linear time:
+// removing them one by one, each removal copying the message, took 2.7 s.
+func BenchmarkRequestTextManyReminders(b *testing.B) {
+	m := text(RoleUser, strings.Repeat("<system-reminder></system-reminder>x", 30000))
+	for b.Loop() {
+		if got, _ := RequestText(m); len(got) != 30000 {
+			b.Fatalf("got %d bytes", len(got))
+		}
 	}
 }
