@@ -248,6 +248,19 @@ class PackageTest(unittest.TestCase):
         files = {f for f in files if "__pycache__" not in f}
         self.assertEqual(files, {"compact_host_client/__init__.py", "compact_host_client/py.typed"})
 
+    def test_readme_documents_every_call_and_error_code(self):
+        # The README the package carries (its long description), against
+        # the live server's own list of error codes.
+        readme = importlib.metadata.distribution("compact-host-client").metadata.get_payload()
+        self.assertIn("# compact-host-client (Python)", readme)
+        for cls in (chc.Client, chc.ProxyAdmin):
+            for name in (n for n in dir(cls) if not n.startswith("_")):
+                self.assertTrue(f"`{name}(" in readme, f"README.md does not document {cls.__name__}.{name}")
+        self.assertTrue("`parse_metrics(" in readme, "README.md does not document parse_metrics")
+        codes = Client(SERVE.url).openapi()["components"]["schemas"]["ErrorCode"]["enum"]
+        for code in codes + ["unreachable", "bad_response"]:
+            self.assertTrue(f"| `{code}` |" in readme, f"README.md's error table lacks {code}")
+
     def test_public_names(self):
         for name in chc.__all__:
             self.assertTrue(hasattr(chc, name), name)

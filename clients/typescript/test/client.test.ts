@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -190,6 +190,24 @@ describe("service", () => {
     }
     const codes: string[] = doc.components.schemas.ErrorCode.enum;
     assert.ok(codes.includes("busy") && codes.includes("timeout"), "the retryable codes are the API's");
+  });
+
+  test("the package's README documents every call and every error code", async () => {
+    const readme = readFileSync(join(process.cwd(), "node_modules", "compact-host-client", "README.md"), "utf8");
+    for (const cls of [Client, ProxyAdmin]) {
+      const methods = Object.getOwnPropertyNames(cls.prototype).filter(
+        (n) => n !== "constructor" && typeof Object.getOwnPropertyDescriptor(cls.prototype, n)?.value === "function",
+      );
+      assert.ok(methods.length > 0);
+      for (const m of methods) {
+        assert.ok(readme.includes(`\`${m}(`), `README.md does not document ${cls.name}.${m}`);
+      }
+    }
+    assert.ok(readme.includes("`parseMetrics("));
+    const codes: string[] = (await client().openapi()).components.schemas.ErrorCode.enum;
+    for (const code of [...codes, "unreachable", "aborted", "bad_response"]) {
+      assert.ok(readme.includes(`| \`${code}\` |`), `README.md's error table lacks ${code}`);
+    }
   });
 
   test("compact returns canonical messages to send", async () => {
