@@ -33,6 +33,8 @@ const work = mkdtempSync(join(tmpdir(), "compact-host-client-test-"));
 let status = 1;
 try {
   status = main();
+} catch (err) {
+  console.error(`npm test: ${err.message}`);
 } finally {
   if (process.env.KEEP_TEST_DIR) {
     console.error(`test: kept ${work}`);
