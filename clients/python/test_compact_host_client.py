@@ -1,13 +1,27 @@
-"""Tests of compact_host_client.py against a live `compact-host serve` (and a live
-`compact-host proxy` for the admin side), started here on free loopback
-ports. The binary is $COMPACT_HOST_BIN, or built with `go build` from the
-repository into a temporary directory.
+"""Tests of the compact_host_client package as pip installs it, against a
+live `compact-host serve` (and a live `compact-host proxy` for the admin
+side), started here on free loopback ports. The binary is
+$COMPACT_HOST_BIN, or built with `go build` from the repository into a
+temporary directory.
 
-    python3 -m unittest -v clients/python/test_compact_host_client.py
+    cd clients/python && python3 -m unittest -v test_compact_host_client.py
+
+setUpModule installs the package into a new virtual environment the way
+README.md says for a machine without a package index:
+
+    python3 -m venv --system-site-packages VENV
+    VENV/bin/pip install --no-build-isolation ./clients/python
+
+with the first Python that has setuptools (>= 61) and wheel to build it
+(this one, else Debian's /usr/bin/python3 with python3-setuptools and
+python3-wheel), then imports compact_host_client by name from there,
+never from src/.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import json
 import os
 import queue
@@ -21,24 +35,73 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from compact_host_client import (  # noqa: E402
-    Client,
-    CompactHostError,
-    CompactOptions,
-    EngineOptions,
-    ProxyAdmin,
-    parse_metrics,
-)
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 TOKEN = "t0ken-for-the-tests"
 # Hang guards, not speed requirements: a cold start compiles the built-in
 # plugins, and CI machines are shared.
 BUILD_TIMEOUT = 900
 START_TIMEOUT = 180
 STOP_TIMEOUT = 30
+INSTALL_TIMEOUT = 600
+
+# What builds the package with no index: setuptools 61 reads pyproject.toml;
+# before 70.1 its bdist_wheel comes from the wheel package.
+_CAN_BUILD = (
+    "import setuptools, sys\n"
+    "v = tuple(int(x) for x in setuptools.__version__.split('.')[:2])\n"
+    "if v < (70, 1):\n"
+    "    import wheel\n"
+    "sys.exit(0 if v >= (61, 0) else 1)\n"
+)
+
+
+def _builder() -> str:
+    """The first Python that can build the package without an index."""
+    tried = []
+    for python in dict.fromkeys([sys.executable, "/usr/bin/python3"]):
+        if not os.path.exists(python):
+            continue
+        r = subprocess.run([python, "-c", _CAN_BUILD], capture_output=True, text=True, timeout=60)
+        if r.returncode == 0:
+            return python
+        tried.append(f"{python}: {(r.stderr.strip().splitlines() or ['setuptools older than 61'])[-1]}")
+    why = (
+        "no Python here can build the package without a package index (it needs setuptools >= 61 and wheel): "
+        "apt-get install -y python3-venv python3-setuptools python3-wheel; tried " + "; ".join(tried)
+    )
+    # As the project's other tests of a program the machine may lack:
+    # a skip that says what to install, and a failure under CI, which
+    # installs it.
+    if os.environ.get("CI") == "true":
+        raise RuntimeError(why)
+    raise unittest.SkipTest(why)
+
+
+def install(work: str):
+    """Installs the package into a new venv under work as README.md says,
+    and returns it imported by name from there."""
+    # A copy of the package as git has it: pip builds in the source tree,
+    # and setuptools would leave build/ and *.egg-info in the checkout.
+    source = os.path.join(work, "clients", "python")
+    shutil.copytree(HERE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "test_*.py"))
+    venv = os.path.join(work, "venv")
+    subprocess.run([_builder(), "-m", "venv", "--system-site-packages", venv], check=True, timeout=INSTALL_TIMEOUT)
+    python = os.path.join(venv, "bin", "python")
+    r = subprocess.run(
+        [python, "-m", "pip", "install", "--no-build-isolation", "--no-input", source],
+        capture_output=True, text=True, timeout=INSTALL_TIMEOUT,
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"pip install --no-build-isolation {source} failed:\n{r.stdout}\n{r.stderr}")
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout.strip()
+    sys.path.insert(0, purelib)
+    importlib.invalidate_caches()
+    module = importlib.import_module("compact_host_client")
+    return module, purelib
 
 
 class Daemon:
@@ -83,8 +146,23 @@ class Daemon:
 
 
 def setUpModule():
-    global WORK, SERVE, PROXY
+    global WORK
     WORK = tempfile.mkdtemp(prefix="compact-host-python-")
+    try:
+        _start()
+    except BaseException:
+        # tearDownModule does not run after a failed setUpModule.
+        tearDownModule()
+        raise
+
+
+def _start():
+    global SERVE, PROXY, SITE, chc, Client, CompactHostError, CompactOptions, EngineOptions, ProxyAdmin, parse_metrics, SMALL
+    chc, SITE = install(WORK)
+    Client, CompactHostError, ProxyAdmin, parse_metrics = chc.Client, chc.CompactHostError, chc.ProxyAdmin, chc.parse_metrics
+    CompactOptions, EngineOptions = chc.CompactOptions, chc.EngineOptions
+    # The window the sessions below overflow: about 11,000 tokens of results.
+    SMALL = CompactOptions(context_window=14000, keep_recent_tokens=2000)
     binary = os.environ.get("COMPACT_HOST_BIN")
     if not binary:
         binary = os.path.join(WORK, "compact-host")
@@ -105,16 +183,12 @@ def setUpModule():
         env,
         r"serving on http://(\S+)",
     )
-    try:
-        PROXY = Daemon(
-            [binary, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9", "--offline",
-             "--store", "memory"],
-            env,
-            r"proxying http://(\S+) to",
-        )
-    except Exception:
-        SERVE.stop()
-        raise
+    PROXY = Daemon(
+        [binary, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9", "--offline",
+         "--store", "memory"],
+        env,
+        r"proxying http://(\S+) to",
+    )
 
 
 def tearDownModule():
@@ -159,8 +233,38 @@ def coding_session(seed: int, turns: int = 8, result_tokens: int = 600) -> list:
     return msgs
 
 
-# The window the sessions above overflow: about 11,000 tokens of results.
-SMALL = CompactOptions(context_window=14000, keep_recent_tokens=2000)
+
+class PackageTest(unittest.TestCase):
+    def test_imported_from_the_install(self):
+        self.assertEqual(os.path.dirname(chc.__file__), os.path.join(SITE, "compact_host_client"))
+        self.assertFalse(chc.__file__.startswith(HERE + os.sep), "imported from the source tree")
+
+    def test_metadata(self):
+        dist = importlib.metadata.distribution("compact-host-client")
+        self.assertEqual(os.path.realpath(str(dist.locate_file(""))), os.path.realpath(SITE))
+        self.assertEqual(dist.metadata["License"], "Apache-2.0")
+        self.assertEqual(dist.requires, None, "standard library only")
+        files = {str(f) for f in dist.files if not str(f).startswith(("compact_host_client-", "../", "__pycache__"))}
+        files = {f for f in files if "__pycache__" not in f}
+        self.assertEqual(files, {"compact_host_client/__init__.py", "compact_host_client/py.typed"})
+
+    def test_readme_documents_every_call_and_error_code(self):
+        # The README the package carries (its long description), against
+        # the live server's own list of error codes.
+        readme = importlib.metadata.distribution("compact-host-client").metadata.get_payload()
+        self.assertIn("# compact-host-client (Python)", readme)
+        for cls in (chc.Client, chc.ProxyAdmin):
+            for name in (n for n in dir(cls) if not n.startswith("_")):
+                self.assertTrue(f"`{name}(" in readme, f"README.md does not document {cls.__name__}.{name}")
+        self.assertTrue("`parse_metrics(" in readme, "README.md does not document parse_metrics")
+        codes = Client(SERVE.url).openapi()["components"]["schemas"]["ErrorCode"]["enum"]
+        for code in codes + ["unreachable", "bad_response"]:
+            self.assertTrue(f"| `{code}` |" in readme, f"README.md's error table lacks {code}")
+
+    def test_public_names(self):
+        for name in chc.__all__:
+            self.assertTrue(hasattr(chc, name), name)
+        self.assertIn("parse_metrics", chc.__all__)
 
 
 class ServiceTest(unittest.TestCase):

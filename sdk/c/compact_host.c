@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compact_host.c: the C SDK of the compact-host plugin ABI, version 1.
  * See compact_host.h for the API and abi/README.md for the contract.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compact_host.h: the C SDK of the compact-host plugin ABI, version 1.
  *

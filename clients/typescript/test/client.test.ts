@@ -1,27 +1,22 @@
 // Tests of the client against a live `compact-host serve` (and a live
 // `compact-host proxy` for the admin side), started here on free loopback
-// ports. The binary is $COMPACT_HOST_BIN, or built with `go build` from the
-// repository into a temporary directory.
-//
-//   npm test
+// ports. The binary is $COMPACT_HOST_BIN. test/run.mjs (`npm test`) runs
+// them in a project that installed the packed package, so they import it
+// by name as its users do.
 
 import assert from "node:assert/strict";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { fileURLToPath } from "node:url";
 
-import { Client, CompactHostError, ProxyAdmin, parseMetrics, type CanonicalMessage, type CompactOptions } from "../src/index.js";
+import { Client, CompactHostError, ProxyAdmin, parseMetrics, type CanonicalMessage, type CompactOptions } from "compact-host-client";
 
-// dist/test/client.test.js -> the repository root.
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
 const TOKEN = "t0ken-for-the-tests";
-// Hang guards, not speed requirements: a cold start compiles the built-in
-// plugins, and CI machines are shared.
-const BUILD_TIMEOUT_MS = 900_000;
+// A hang guard, not a speed requirement: a cold start compiles the
+// built-in plugins, and CI machines are shared.
 const START_TIMEOUT_MS = 180_000;
 
 class Daemon {
@@ -75,12 +70,11 @@ let serve: Daemon;
 let proxy: Daemon;
 
 before(async () => {
-  work = mkdtempSync(join(tmpdir(), "compact-host-ts-"));
-  let bin = process.env.COMPACT_HOST_BIN ?? "";
+  const bin = process.env.COMPACT_HOST_BIN ?? "";
   if (!bin) {
-    bin = join(work, "compact-host");
-    execFileSync("go", ["build", "-o", bin, "./cmd/compact-host"], { cwd: REPO, stdio: "inherit", timeout: BUILD_TIMEOUT_MS });
+    throw new Error("COMPACT_HOST_BIN is not set: run the tests with `npm test` (test/run.mjs), which sets it");
   }
+  work = mkdtempSync(join(tmpdir(), "compact-host-ts-"));
   // A home of its own: no user config, no API key (so summaries are
   // written offline), a compilation cache that starts empty.
   const env = {
@@ -196,6 +190,24 @@ describe("service", () => {
     }
     const codes: string[] = doc.components.schemas.ErrorCode.enum;
     assert.ok(codes.includes("busy") && codes.includes("timeout"), "the retryable codes are the API's");
+  });
+
+  test("the package's README documents every call and every error code", async () => {
+    const readme = readFileSync(join(process.cwd(), "node_modules", "compact-host-client", "README.md"), "utf8");
+    for (const cls of [Client, ProxyAdmin]) {
+      const methods = Object.getOwnPropertyNames(cls.prototype).filter(
+        (n) => n !== "constructor" && typeof Object.getOwnPropertyDescriptor(cls.prototype, n)?.value === "function",
+      );
+      assert.ok(methods.length > 0);
+      for (const m of methods) {
+        assert.ok(readme.includes(`\`${m}(`), `README.md does not document ${cls.name}.${m}`);
+      }
+    }
+    assert.ok(readme.includes("`parseMetrics("));
+    const codes: string[] = (await client().openapi()).components.schemas.ErrorCode.enum;
+    for (const code of [...codes, "unreachable", "aborted", "bad_response"]) {
+      assert.ok(readme.includes(`| \`${code}\` |`), `README.md's error table lacks ${code}`);
+    }
   });
 
   test("compact returns canonical messages to send", async () => {

@@ -39,6 +39,7 @@ __all__ = [
     "RETRYABLE_CODES",
     "DEFAULT_URL",
     "DEFAULT_PROXY_URL",
+    "parse_metrics",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8377"
