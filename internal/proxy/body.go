@@ -29,6 +29,7 @@ type deadlineBody struct {
 	// configurations, a test's recorder); the server's own timeouts apply.
 	unsupported bool
 	done        bool
+	timedOut    bool
 }
 
 func newDeadlineBody(w http.ResponseWriter, body io.ReadCloser, idle time.Duration) *deadlineBody {
@@ -50,20 +51,31 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
-		b.clear()
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() {
+			// The deadline stays, passed: the server's discarding of
+			// the unread rest then fails at once and the connection is
+			// closed after the answer, instead of waiting on the client.
+			b.timedOut = true
 			err = errBodyTimeout
+		}
+		b.done = true
+		if !b.unsupported && !b.timedOut {
+			// The server now reads on to notice a client that goes away.
+			b.rc.SetReadDeadline(time.Time{})
 		}
 	}
 	return n, err
 }
 
-// clear lifts the deadline; the body is not read under it any more.
-func (b *deadlineBody) clear() {
-	b.done = true
-	if !b.unsupported {
-		b.rc.SetReadDeadline(time.Time{})
+// finish is called when the handler is done. A body not read to its end
+// keeps a deadline one idle period away: the server discards what is left
+// of it before reusing the connection, and a client that stalls must not
+// hold that up for ever. (The server sets its own deadline for the next
+// request's headers.)
+func (b *deadlineBody) finish() {
+	if !b.done && !b.unsupported {
+		b.rc.SetReadDeadline(time.Now().Add(b.idle))
 	}
 }
 

@@ -272,7 +272,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		body = newDeadlineBody(w, r.Body, p.o.BodyIdleTimeout)
 		r.Body = body
-		defer body.clear()
+		defer body.finish()
 	}
 	kind := p.messagesKind(r)
 	if kind == "" {
