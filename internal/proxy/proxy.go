@@ -251,6 +251,10 @@ func New(o Options) (*Proxy, error) {
 	return p, nil
 }
 
+// Logger is the proxy's logger: every line it writes passes the proxy's
+// redaction of credentials. A server in front of the proxy logs through it.
+func (p *Proxy) Logger() *slog.Logger { return p.log }
+
 // Close releases the store.
 func (p *Proxy) Close() error { return p.o.Store.Close() }
 
