@@ -291,9 +291,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p.slots <- struct{}{}:
 	default:
 		// Reading one more body into memory could exhaust it; the request
-		// goes on as it would without the proxy.
+		// goes on as it would without the proxy. Debug level: under a
+		// flood of such requests the metric says it, one line each would not.
 		p.m.requests.WithLabelValues(kind, "busy").Inc()
-		x.log.Warn("too many bodies being read; forwarded untouched", "max_body_reads", p.o.MaxBodyReads)
+		x.log.Debug("too many bodies being read; forwarded untouched", "max_body_reads", p.o.MaxBodyReads)
 		p.rp.ServeHTTP(w, r)
 		return
 	}
