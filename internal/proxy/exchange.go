@@ -58,6 +58,13 @@ type exchange struct {
 	offline bool
 }
 
+// newExchange starts a messages request of kind on its way: its log
+// hides the request's own credentials.
+func (p *Proxy) newExchange(kind, path string, header http.Header, cred credentials) *exchange {
+	return &exchange{p: p, kind: kind, began: time.Now(), header: header, path: path, cred: cred,
+		log: slog.New(p.logs.withKnown(cred.known...)).With("kind", kind)}
+}
+
 // Request actions.
 const (
 	actionForwarded = "forwarded"

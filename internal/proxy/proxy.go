@@ -271,7 +271,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.writeError(w, kind, http.StatusBadRequest, "invalid_request_error", "compact-host proxy: "+err.Error(), nil)
 		return
 	}
-	began := time.Now()
 	var body *deadlineBody
 	if r.Body != nil && r.Body != http.NoBody {
 		body = newDeadlineBody(w, r.Body, p.o.BodyIdleTimeout)
@@ -285,8 +284,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cred := p.credentialsOf(r)
-	x := &exchange{p: p, kind: kind, began: began, header: r.Header, path: r.URL.Path, cred: cred,
-		log: slog.New(p.logs.withKnown(cred.known...)).With("kind", kind)}
+	x := p.newExchange(kind, r.URL.Path, r.Header, cred)
 	select {
 	case p.slots <- struct{}{}:
 	default:
