@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,9 +28,11 @@ type deadlineBody struct {
 	until time.Time
 	// unsupported: the connection takes no deadline (HTTP/2 in some
 	// configurations, a test's recorder); the server's own timeouts apply.
-	unsupported bool
-	done        bool
-	timedOut    bool
+	// Atomic, with done and timedOut: a forwarded body is read by the
+	// transport while the handler may already be finishing.
+	unsupported atomic.Bool
+	done        atomic.Bool
+	timedOut    atomic.Bool
 }
 
 func newDeadlineBody(w http.ResponseWriter, body io.ReadCloser, idle time.Duration) *deadlineBody {
@@ -37,16 +40,16 @@ func newDeadlineBody(w http.ResponseWriter, body io.ReadCloser, idle time.Durati
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
-	if b.done {
+	if b.done.Load() {
 		return b.ReadCloser.Read(p)
 	}
-	if !b.unsupported {
+	if !b.unsupported.Load() {
 		d := time.Now().Add(b.idle)
 		if !b.until.IsZero() && b.until.Before(d) {
 			d = b.until
 		}
 		if err := b.rc.SetReadDeadline(d); err != nil {
-			b.unsupported = true
+			b.unsupported.Store(true)
 		}
 	}
 	n, err := b.ReadCloser.Read(p)
@@ -56,11 +59,11 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 			// The deadline stays, passed: the server's discarding of
 			// the unread rest then fails at once and the connection is
 			// closed after the answer, instead of waiting on the client.
-			b.timedOut = true
+			b.timedOut.Store(true)
 			err = errBodyTimeout
 		}
-		b.done = true
-		if !b.unsupported && !b.timedOut {
+		b.done.Store(true)
+		if !b.unsupported.Load() && !b.timedOut.Load() {
 			// The server now reads on to notice a client that goes away.
 			b.rc.SetReadDeadline(time.Time{})
 		}
@@ -74,7 +77,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // hold that up for ever. (The server sets its own deadline for the next
 // request's headers.)
 func (b *deadlineBody) finish() {
-	if !b.done && !b.unsupported {
+	if !b.done.Load() && !b.unsupported.Load() {
 		b.rc.SetReadDeadline(time.Now().Add(b.idle))
 	}
 }
