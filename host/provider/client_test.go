@@ -500,9 +500,12 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 	for _, a := range apis {
 		t.Run(a.kind, func(t *testing.T) {
 			// A server that echoes the key it was sent, as some gateways do.
+			// It also quotes a key of another header, which the client
+			// does not know but recognizes by its shape.
+			const otherKey = "sk-proj-other-header-0123456789"
 			echo := func(w http.ResponseWriter, r *http.Request) {
 				got := r.Header.Get("X-Api-Key") + r.Header.Get("Authorization")
-				reply(401, `{"error":{"message":"invalid key `+got+`","type":"authentication_error"}}`)(w, r)
+				reply(401, `{"error":{"message":"invalid key `+got+`; also got x-goog-api-key: `+otherKey+`","type":"authentication_error"}}`)(w, r)
 			}
 			srv := newFakeAPI(t, echo)
 			c := newClient(t, a.config(srv.URL))
@@ -517,8 +520,10 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("got %T", err)
 			}
-			if strings.Contains(string(pe.Body), testKey) || strings.Contains(pe.Message, testKey) {
-				t.Errorf("Error body or message contains the key: %q", pe.Body)
+			for _, k := range []string{testKey, otherKey} {
+				if strings.Contains(string(pe.Body), k) || strings.Contains(pe.Message, k) {
+					t.Errorf("Error body or message contains a key: %q", pe.Body)
+				}
 			}
 			if !strings.Contains(pe.Message, "[redacted]") {
 				t.Errorf("message = %q, want the key redacted", pe.Message)

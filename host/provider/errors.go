@@ -13,6 +13,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/overflow"
+	"github.com/compact-host/compact-host/internal/redact"
 )
 
 var (
@@ -130,7 +131,9 @@ type exchange struct {
 
 // newError builds an *Error from the recorded response.
 func newError(provider string, ex *exchange, key string) *Error {
-	body := redact(ex.body, key)
+	// The key, and anything shaped like one (a server may quote back
+	// another header), never reaches an Error.
+	body := redact.Bytes(ex.body, key)
 	code, typ, msg := errorFields(body)
 	if msg == "" {
 		msg = strings.TrimSpace(string(body))
@@ -231,19 +234,6 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
-const redacted = "[redacted]"
-
-// minSecretLen: shorter keys are placeholders for local servers ("ollama",
-// "none") and are not worth garbling messages over.
-const minSecretLen = 8
-
-func redact(b []byte, key string) []byte {
-	if len(key) < minSecretLen || !bytes.Contains(b, []byte(key)) {
-		return b
-	}
-	return bytes.ReplaceAll(b, []byte(key), []byte(redacted))
-}
-
 // redactedError hides the API key in the text of an error the HTTP
 // client produced, keeping the chain for errors.Is and errors.As.
 type redactedError struct {
@@ -251,11 +241,14 @@ type redactedError struct {
 	key string
 }
 
-func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.key, redacted) }
+func (e *redactedError) Error() string { return redact.String(e.err.Error(), e.key) }
 func (e *redactedError) Unwrap() error { return e.err }
 
 func redactErr(err error, key string) error {
-	if err == nil || len(key) < minSecretLen || !strings.Contains(err.Error(), key) {
+	if err == nil {
+		return nil
+	}
+	if s := err.Error(); redact.String(s, key) == s {
 		return err
 	}
 	return &redactedError{err: err, key: key}

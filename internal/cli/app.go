@@ -326,16 +326,10 @@ func (a *app) model() (host.ModelClient, error) {
 				settingName("provider.Kind", a.origin("provider.Kind"))+" "+kind, baseURL))
 		}
 	}
-	retries := provider.DefaultMaxRetries
-	if c.MaxRetries != nil {
-		retries = *c.MaxRetries
-		if retries == 0 {
-			retries = -1 // provider.Config's "no retries"
-		}
-	}
+	timeout, retries := a.providerLimits()
 	cl, err := provider.New(provider.Config{
 		Kind: kind, BaseURL: baseURL, APIKey: getenv(keyEnv), Model: model,
-		Timeout: pick(f.providerTimeout, c.Timeout.Duration), MaxRetries: retries,
+		Timeout: timeout, MaxRetries: retries,
 		OnRetry: func(r provider.Retry) {
 			a.progress("%s: model call attempt %d of %d failed (%v); retrying in %.1fs", a.stepName(), r.Attempt, r.MaxAttempts, r.Err, r.Wait.Seconds())
 		},
@@ -353,6 +347,21 @@ func (a *app) model() (host.ModelClient, error) {
 			pick(pick(f.providerTimeout, c.Timeout.Duration), defaultProviderTimeout))
 	}
 	return a.meter, nil
+}
+
+// providerLimits are the bound on each attempt of a model call and the
+// retries of a failed one, in provider.Config's terms, for every command
+// that calls a model (the proxy's summary calls included).
+func (a *app) providerLimits() (timeout time.Duration, retries int) {
+	c := a.cfg.Provider
+	retries = provider.DefaultMaxRetries
+	if c.MaxRetries != nil {
+		retries = *c.MaxRetries
+		if retries == 0 {
+			retries = -1 // provider.Config's "no retries"
+		}
+	}
+	return pick(a.flags.providerTimeout, c.Timeout.Duration), retries
 }
 
 // usageOrConfig is err as a usage error (exit 2) when field was set by a

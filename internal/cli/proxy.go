@@ -14,6 +14,7 @@ import (
 	"github.com/compact-host/compact-host/host/store"
 	"github.com/compact-host/compact-host/host/store/storeopen"
 	"github.com/compact-host/compact-host/internal/proxy"
+	"github.com/compact-host/compact-host/internal/tenant"
 	"github.com/spf13/cobra"
 )
 
@@ -29,6 +30,13 @@ type proxyOptions struct {
 	offline      bool
 	maxBodyBytes int64
 	lockWait     time.Duration
+
+	tenantSecretFile string
+	shareCompactions bool
+	metricsTokenEnv  string
+	bodyReadTimeout  time.Duration
+	bodyIdleTimeout  time.Duration
+	maxBodyReads     int
 }
 
 func newProxyCmd(g *globals) *cobra.Command {
@@ -56,9 +64,31 @@ one (--compaction-model to choose). A context-overflow error from the
 upstream is compacted and retried once. When anything fails the request goes
 on as it came: the proxy is never worse than no proxy.
 
+Everything the proxy stores or locks is scoped by tenant: a keyed hash
+(HMAC-SHA256) of the request's credential (x-api-key, Authorization,
+x-goog-api-key, api-key or ?key=), never the key itself. Nothing made with
+one credential is served to another; requests without one are their own
+tenant. The hash's secret is random per process unless
+--tenant-secret-file names one: replicas that share a --store need the
+same file. --share-compactions puts every client in one tenant, so each
+gets summaries made with another's key and can tell by the timing whether
+anyone sent a given conversation: only for clients that trust each other.
+
+A summary call is bounded by --provider-timeout per attempt and retried as
+the config's provider.max_retries says; after one fails, the request asks
+no more and compacts without the model. After 3 failed summary calls in a
+row a tenant's compactions are made without the model for 5 minutes.
+
+Request bodies are read as they arrive, at most --max-body-reads at once
+(beyond that a request is forwarded untouched), within --body-read-timeout
+and with no pause over --body-idle-timeout (else 408). Paths with dot
+segments (/v1/../x, %2e%2e) are refused with a 400.
+
 Metrics (Prometheus text format) are at /_compact-host/metrics on the
-listen address, a path no provider uses. Logs carry a conversation ID,
-never content or keys.`,
+listen address, a path no provider uses; --metrics-token-env protects them
+with a bearer token. Logs carry a conversation ID, never content or keys:
+every line passes one redaction of the request's own credentials and of
+anything shaped like a key, upstream errors quoted back included.`,
 		Example: `  # Claude Code, with compaction at its own threshold:
   compact-host proxy --upstream https://api.anthropic.com &
   ANTHROPIC_BASE_URL=http://127.0.0.1:8378 claude
@@ -86,7 +116,13 @@ never content or keys.`,
 	fl.StringVar(&o.store, "store", "", "where compactions are kept, shared by every proxy that names the same one: "+storeopen.Usage+"; default $COMPACT_HOST_STORE, the config's store, or disk")
 	fl.BoolVar(&o.offline, "offline", false, "summarize without calling a model")
 	fl.Int64Var(&o.maxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest body read to compact; a larger one is forwarded untouched")
-	fl.DurationVar(&o.lockWait, "lock-wait", proxy.DefaultLockWait, "how long a request waits for another request's compaction of the same conversation")
+	fl.DurationVar(&o.lockWait, "lock-wait", proxy.DefaultLockWait, "longest wait for another request's compaction of the same prefix; past it the request goes on uncompacted")
+	fl.StringVar(&o.tenantSecretFile, "tenant-secret-file", "", "file holding the secret (16 bytes or more) tenants are keyed with; replicas sharing a store need the same (default: random per process)")
+	fl.BoolVar(&o.shareCompactions, "share-compactions", false, "share compactions across credentials (risk: a client gets summaries of others' conversations and learns by timing what others sent)")
+	fl.StringVar(&o.metricsTokenEnv, "metrics-token-env", "", "name of the environment variable holding the bearer token /_compact-host/metrics requires (default: none, metrics open)")
+	fl.DurationVar(&o.bodyReadTimeout, "body-read-timeout", proxy.DefaultBodyReadTimeout, "a body to compact must arrive within this")
+	fl.DurationVar(&o.bodyIdleTimeout, "body-idle-timeout", proxy.DefaultBodyIdleTimeout, "longest pause in a request body")
+	fl.IntVar(&o.maxBodyReads, "max-body-reads", proxy.DefaultMaxBodyReads, "bodies read into memory at once; beyond it a request is forwarded untouched")
 	return cmd
 }
 
@@ -106,8 +142,28 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 	default:
 		return usageError{fmt.Errorf("--kind %q: want auto, anthropic or openai", o.kind)}
 	}
-	if o.maxBodyBytes <= 0 || o.lockWait <= 0 {
-		return usageError{errors.New("--max-body-bytes and --lock-wait must be positive")}
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"--max-body-bytes", o.maxBodyBytes <= 0}, {"--lock-wait", o.lockWait <= 0}, {"--body-read-timeout", o.bodyReadTimeout <= 0},
+		{"--body-idle-timeout", o.bodyIdleTimeout <= 0}, {"--max-body-reads", o.maxBodyReads <= 0},
+	} {
+		if f.bad {
+			return usageError{fmt.Errorf("%s must be positive", f.name)}
+		}
+	}
+	var metricsToken string
+	if o.metricsTokenEnv != "" {
+		if metricsToken = g.io.Getenv(o.metricsTokenEnv); metricsToken == "" {
+			return usageError{fmt.Errorf("--metrics-token-env %s: the variable is unset or empty", o.metricsTokenEnv)}
+		}
+	}
+	keyer := tenant.NewRandomKeyer()
+	if o.tenantSecretFile != "" {
+		if keyer, err = tenant.LoadKeyer(o.tenantSecretFile); err != nil {
+			return withCode(ExitInput, fmt.Errorf("--tenant-secret-file: %w", err))
+		}
 	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
@@ -127,10 +183,14 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		st.Close()
 		return err
 	}
+	timeout, retries := a.providerLimits()
 	p, err := proxy.New(proxy.Options{
 		Upstream: up, Kind: kind, Config: hc, Registry: reg, Store: st, Logger: a.log,
 		CompactionModel: pick(o.engine.compactModel, a.cfg.Provider.CompactionModel),
 		Offline:         o.offline, MaxBodyBytes: o.maxBodyBytes, LockWait: o.lockWait,
+		TenantKeyer: keyer, ShareCompactions: o.shareCompactions, MetricsToken: metricsToken,
+		BodyReadTimeout: o.bodyReadTimeout, BodyIdleTimeout: o.bodyIdleTimeout, MaxBodyReads: o.maxBodyReads,
+		ProviderTimeout: timeout, ProviderMaxRetries: retries,
 	})
 	if err != nil {
 		return withCode(ExitUsage, err)
@@ -147,7 +207,10 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		Handler:           p,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(p.Logger().Handler(), slog.LevelWarn),
+	}
+	if o.shareCompactions {
+		a.note("warning: --share-compactions: every client gets summaries made with other clients' keys, and can tell by the timing what others sent")
 	}
 	a.note("compact-host %s proxying http://%s to %s (metrics at http://%s%smetrics)", Version, ln.Addr(), up.Redacted(), ln.Addr(), proxy.AdminPrefix)
 	// Agents stream long answers; give them a while, not forever.

@@ -29,12 +29,29 @@ func TestProxyCommandUsageErrors(t *testing.T) {
 		{nil, "--upstream is required"},
 		{[]string{"--upstream", "ftp://x"}, "--upstream"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--kind", "gemini"}, "--kind"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--metrics-token-env", "NO_SUCH_TOKEN_VAR"}, "--metrics-token-env NO_SUCH_TOKEN_VAR: the variable is unset or empty"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--body-idle-timeout", "0s"}, "--body-idle-timeout must be positive"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--max-body-reads", "0"}, "--max-body-reads must be positive"},
 	} {
 		var stderr bytes.Buffer
 		code := cli.Main(append([]string{"proxy"}, tc.args...), cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: &stderr,
 			Getenv: func(string) string { return "" }})
 		assert.Equal(t, cli.ExitUsage, code, "%v: %s", tc.args, stderr.String())
 		assert.Contains(t, stderr.String(), tc.want)
+	}
+}
+
+func TestProxyCommandRefusesABadTenantSecret(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	require.NoError(t, os.WriteFile(short, []byte("tiny\n"), 0o600))
+	for _, path := range []string{filepath.Join(dir, "missing"), short} {
+		var stderr bytes.Buffer
+		code := cli.Main([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--tenant-secret-file", path},
+			cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: &stderr, Getenv: func(string) string { return "" }})
+		assert.Equal(t, cli.ExitInput, code, stderr.String())
+		assert.Contains(t, stderr.String(), "--tenant-secret-file")
+		assert.Contains(t, stderr.String(), path)
 	}
 }
 
@@ -53,6 +70,7 @@ func TestProxyCommand(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("SIGINT to self")
 	}
+	const metricsToken = "metrics-token-for-the-test"
 	var mu sync.Mutex
 	var got []byte
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -79,8 +97,14 @@ func TestProxyCommand(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		defer pw.Close()
-		code <- cli.Main([]string{"proxy", "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--offline"},
-			cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: pw, Getenv: func(string) string { return "" }})
+		code <- cli.Main([]string{"proxy", "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--offline",
+			"--metrics-token-env", "TEST_METRICS_TOKEN"},
+			cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: pw, Getenv: func(name string) string {
+				if name == "TEST_METRICS_TOKEN" {
+					return metricsToken
+				}
+				return ""
+			}})
 	}()
 	var addr string
 	var stderr []string
@@ -111,6 +135,12 @@ func TestProxyCommand(t *testing.T) {
 	mu.Unlock()
 
 	resp, err = http.Get(addr + "/_compact-host/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the metrics need the token")
+	req, _ = http.NewRequest(http.MethodGet, addr+"/_compact-host/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+metricsToken)
+	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

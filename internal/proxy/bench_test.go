@@ -18,6 +18,7 @@ import (
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/tenant"
 	"github.com/stretchr/testify/require"
 )
 
@@ -80,7 +81,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 	b.Run("200k-stored-compaction", func(b *testing.B) {
 		// A compaction of the first half stored as a previous request
 		// would have: every request now hashes and splices.
-		x := &exchange{p: p, kind: KindAnthropic, began: time.Now(), path: "/v1/messages"}
+		x := p.newExchange(KindAnthropic, "/v1/messages", http.Header{}, credentials{tenant: tenant.Anonymous})
 		x.prepare(context.Background(), body)
 		half := len(x.raw.msgs) / 2
 		for m := x.raw.msg(half); !bytes.Contains(m, []byte(`"role":"user"`)) || bytes.Contains(m, []byte("tool_result")); m = x.raw.msg(half) {
@@ -101,7 +102,7 @@ func measurePrepare(b *testing.B, p *Proxy, body []byte, want string) {
 	b.ReportAllocs()
 	for b.Loop() {
 		began := time.Now()
-		x := &exchange{p: p, kind: KindAnthropic, began: began, path: "/v1/messages"}
+		x := p.newExchange(KindAnthropic, "/v1/messages", http.Header{}, credentials{tenant: tenant.Anonymous})
 		x.prepare(context.Background(), body)
 		samples = append(samples, time.Since(began))
 		if x.action != want {

@@ -31,7 +31,10 @@ type exchange struct {
 	began  time.Time
 	header http.Header
 	path   string
-	log    *slog.Logger
+	cred   credentials
+	// log hides this request's own secrets in every line, an upstream's
+	// body quoted back included.
+	log *slog.Logger
 
 	raw   *rawRequest
 	model string
@@ -48,6 +51,18 @@ type exchange struct {
 	replayed int // compactions in sess that came from rec
 	cost     float64
 	costBy   string
+	// guard is this request's model client, once built; offline says
+	// that summaries are made without a model (Options.Offline, or the
+	// tenant's breaker open).
+	guard   *guardedModel
+	offline bool
+}
+
+// newExchange starts a messages request of kind on its way: its log
+// hides the request's own credentials.
+func (p *Proxy) newExchange(kind, path string, header http.Header, cred credentials) *exchange {
+	return &exchange{p: p, kind: kind, began: time.Now(), header: header, path: path, cred: cred,
+		log: slog.New(p.logs.withKnown(cred.known...)).With("kind", kind)}
 }
 
 // Request actions.
@@ -63,7 +78,14 @@ const (
 // compaction spliced in, or with a new one. Whatever fails, out is a body
 // no worse than the one that arrived.
 func (x *exchange) prepare(ctx context.Context, body []byte) {
-	x.out, x.action, x.log = body, actionForwarded, x.p.log.With("kind", x.kind)
+	x.out, x.action = body, actionForwarded
+	x.offline = x.p.o.Offline
+	if !x.offline && x.p.breakers.open(x.cred.tenant, time.Now()) {
+		// The tenant's summary calls failed again and again: this
+		// request's compaction is made offline, and costs no wait.
+		x.offline = true
+		x.p.m.breakerSkipped.Inc()
+	}
 	raw, err := scanRequest(body)
 	if err != nil {
 		x.action = actionUnparsed
@@ -95,8 +117,17 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 		return
 	}
 	if err := x.compact(ctx, nil); err != nil {
-		x.fallback("compaction", err)
+		x.fallback(stage("compaction", err), err)
 	}
+}
+
+// stage names what failed for the fallbacks metric: waiting for a lock is
+// not a failed compaction.
+func stage(what string, err error) string {
+	if errors.Is(err, errLockWait) {
+		return "lock wait"
+	}
+	return what
 }
 
 // fallback says that the request goes on without the compaction it needed.
@@ -109,8 +140,8 @@ func (x *exchange) fallback(reason string, err error) {
 	x.log.Warn("compaction skipped; forwarding without it", "stage", reason, "err", err)
 }
 
-// conversationID identifies a conversation by what its requests repeat:
-// the API kind, the model family (the name less a date suffix), the system
+// conversationID identifies a conversation by what its requests repeat,
+// within the request's tenant: the API kind, the model family (the name less a date suffix), the system
 // prompt and the messages up to and including the first user message, as
 // raw bytes. Two agents' sessions with the same system prompt differ in
 // their first request; a side request of the same agent on another model
@@ -123,6 +154,7 @@ func (x *exchange) conversationID() string {
 		h.Write(n[:])
 		h.Write(b)
 	}
+	writePart([]byte(x.cred.tenant))
 	writePart([]byte(x.kind))
 	writePart([]byte(modelFamily(x.model)))
 	writePart(x.raw.field("system"))
@@ -181,7 +213,7 @@ func (x *exchange) prefixHash(n int) string {
 func (x *exchange) recordKey(prefixHash string) string {
 	c := x.p.o.Config
 	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d\x00%d\x00%s\x00%t", prefixHash, c.Strategy,
-		x.compactionModel(), c.SummaryTokens, c.KeepRecentTokens, x.conv, x.p.o.Offline))
+		x.compactionModel(), c.SummaryTokens, c.KeepRecentTokens, x.conv, x.offline))
 	return hex.EncodeToString(h[:])
 }
 
@@ -402,16 +434,20 @@ func (x *exchange) engine() (*host.Engine, error) {
 	if x.p.o.Registry != nil {
 		opts = append(opts, host.WithPlugins(x.p.o.Registry))
 	}
-	if !x.p.o.Offline {
+	if !x.offline {
 		cm := x.compactionModel()
-		cl, err := provider.New(provider.Config{
-			Kind: x.kind, BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
-			HTTPClient: &http.Client{Transport: &credentialTransport{base: x.p.o.Transport, header: x.header}},
-		})
-		if err != nil {
-			return nil, err
+		if x.guard == nil {
+			cl, err := provider.New(provider.Config{
+				Kind: x.kind, BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
+				Timeout: x.p.o.ProviderTimeout, MaxRetries: x.p.o.ProviderMaxRetries,
+				HTTPClient: &http.Client{Transport: &credentialTransport{base: x.p.o.Transport, header: x.header}},
+			})
+			if err != nil {
+				return nil, err
+			}
+			x.guard = &guardedModel{ModelClient: cl, x: x}
 		}
-		opts = append(opts, host.WithModel(cl))
+		opts = append(opts, host.WithModel(x.guard))
 		if m, ok := catalog.Lookup(cm); ok && cm != c.Model && c.SummarizerBudget == 0 {
 			c.SummarizerBudget = m.InputBudget(0)
 		}
@@ -463,17 +499,19 @@ func (x *exchange) providerBase() string {
 	return u.String()
 }
 
-var errLockWait = errors.New("waited too long for another request's compaction")
+var errLockWait = errors.New("another request is compacting the same prefix; going on without waiting longer")
 
-// compact runs the gate under the conversation's lock, or recovers from
-// an overflow when over is set. A request that finds the lock taken waits
-// for it and first tries the compaction the holder stored.
+// compact runs the gate under the lock of the prefix it folds, or
+// recovers from an overflow when over is set. A request that finds the
+// lock taken waits for it, within its own deadline and LockWait, and
+// first tries the compaction the holder stored; one that would wait
+// longer goes on uncompacted.
 func (x *exchange) compact(ctx context.Context, over *overflowError) error {
-	lock, err := x.lock(ctx)
+	lock, err := x.lock(ctx, x.lockName(over != nil))
 	switch {
-	case errors.Is(err, errLockWait):
+	case errors.Is(err, errLockWait) || (err != nil && ctx.Err() != nil):
 		x.p.m.lockWaitTimout.Inc()
-		x.log.Warn("another request of this conversation held its lock past the wait; compacting anyway")
+		return errLockWait
 	case err != nil:
 		x.p.m.storeErrors.Inc()
 		x.log.Warn("compaction store lock failed; compacting without it", "err", err)
@@ -565,14 +603,35 @@ func (x *exchange) put(ctx context.Context, rec *store.Record) error {
 	return nil
 }
 
-// lock takes the conversation's lock, waiting for another holder within
-// LockWait.
-func (x *exchange) lock(ctx context.Context) (store.Lock, error) {
+// lockName names the lock of what this request's compaction folds: the
+// conversation and the whole prefix up to the planned cut (for an
+// overflow, the whole request). Two requests that fold the same prefix
+// wait for one another, and one summary serves both; a request that only
+// shares the conversation's head folds another prefix and never waits.
+func (x *exchange) lockName(overflow bool) string {
+	cut := len(x.raw.msgs)
+	if !overflow {
+		if plan, err := x.eng.Plan(x.sess, host.CompactOptions{}); err == nil {
+			if c := x.rawIndex(plan.FirstKeptID); c > 0 {
+				cut = c
+			}
+		}
+	}
+	h := sha256.Sum256([]byte(x.conv + "\x00" + x.prefixHash(cut)))
+	return "prefix-" + hex.EncodeToString(h[:])
+}
+
+// lock takes the named lock, waiting for another holder until LockWait
+// or the request's own deadline, whichever is first.
+func (x *exchange) lock(ctx context.Context, name string) (store.Lock, error) {
 	deadline := time.Now().Add(x.p.o.LockWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	wait := 20 * time.Millisecond
 	for {
 		sctx, cancel := context.WithTimeout(ctx, x.p.o.StoreTimeout)
-		l, err := x.p.o.Store.Lock(sctx, x.conv, x.p.o.LockLease)
+		l, err := x.p.o.Store.Lock(sctx, name, x.p.o.LockLease)
 		cancel()
 		if !errors.Is(err, store.ErrLocked) {
 			return l, err
@@ -696,7 +755,7 @@ func (x *exchange) recoverOverflow(ctx context.Context, status int, body []byte,
 	}
 	sent := x.out
 	if err := x.compact(ctx, &overflowError{status: status, body: body}); err != nil {
-		x.fallback("overflow compaction", err)
+		x.fallback(stage("overflow compaction", err), err)
 		return nil, false
 	}
 	if bytes.Equal(sent, x.out) {

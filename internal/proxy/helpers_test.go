@@ -87,6 +87,9 @@ type upstream struct {
 	hold chan struct{}
 	// held reports whether hold was closed before the upstream gave up.
 	held chan bool
+	// onSummary, when set, answers the summary calls instead of the
+	// scripted summary.
+	onSummary http.HandlerFunc
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -155,8 +158,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	turn := len(u.agent)
-	hold, held := u.hold, u.held
+	hold, held, onSummary := u.hold, u.held, u.onSummary
 	u.mu.Unlock()
+	if summary && onSummary != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		onSummary(w, r)
+		return
+	}
 
 	switch {
 	case overflow && anthropic:

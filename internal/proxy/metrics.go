@@ -20,13 +20,16 @@ type metrics struct {
 	addedTime      *prometheus.HistogramVec
 	storeErrors    prometheus.Counter
 	lockWaitTimout prometheus.Counter
+	bodyReads      prometheus.Gauge
+	breakerOpened  prometheus.Counter
+	breakerSkipped prometheus.Counter
 }
 
 func newMetrics() *metrics {
 	const ns = "compact_host_proxy"
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
-		Help: "Requests by API kind and what the proxy did: passthrough (not a messages request), forwarded (unchanged), spliced (a stored compaction reused), compacted (a new compaction), fallback (compaction failed, forwarded without it), unparsed (forwarded untouched), oversized (over the body limit, forwarded untouched)."},
+		Help: "Requests by API kind and what the proxy did: passthrough (not a messages request), forwarded (unchanged), spliced (a stored compaction reused), compacted (a new compaction), fallback (compaction failed, forwarded without it), unparsed (forwarded untouched), oversized (over the body limit, forwarded untouched), busy (too many bodies being read, forwarded untouched), body_timeout (the body did not arrive in time), refused (a path with dot segments)."},
 		[]string{"kind", "action"})
 	m.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compactions_total",
 		Help: "New compactions by strategy and trigger (gate or overflow)."}, []string{"strategy", "trigger"})
@@ -46,9 +49,15 @@ func newMetrics() *metrics {
 	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "store_errors_total",
 		Help: "Compaction store calls that failed; the request went on without the store."})
 	m.lockWaitTimout = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lock_wait_timeouts_total",
-		Help: "Requests that waited the whole lock deadline for another request's compaction of their conversation."})
+		Help: "Requests that went on uncompacted rather than wait longer (past --lock-wait or their own deadline) for another request's compaction of the same prefix."})
+	m.bodyReads = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "body_reads_in_progress",
+		Help: "Request bodies being read into memory now."})
+	m.breakerOpened = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "summary_breaker_opened_total",
+		Help: "Times a tenant's summary calls failed often enough in a row to be skipped for the cool-down."})
+	m.breakerSkipped = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "summary_breaker_skipped_total",
+		Help: "Compactions made without a model because the tenant's summary breaker was open."})
 	m.reg.MustRegister(m.requests, m.compactions, m.fallbacks, m.overflows, m.tokensSaved, m.summaryCost,
-		m.upstreamTime, m.addedTime, m.storeErrors, m.lockWaitTimout,
+		m.upstreamTime, m.addedTime, m.storeErrors, m.lockWaitTimout, m.bodyReads, m.breakerOpened, m.breakerSkipped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/tenant"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -37,6 +40,18 @@ const (
 	DefaultLockWait     = 3 * time.Minute
 	DefaultLockLease    = 5 * time.Minute
 	DefaultStoreTimeout = 5 * time.Second
+	// A body must arrive within DefaultBodyReadTimeout, with no pause
+	// longer than DefaultBodyIdleTimeout; 32 MiB at 2 Mbit/s takes 2 min.
+	DefaultBodyReadTimeout = 2 * time.Minute
+	DefaultBodyIdleTimeout = 30 * time.Second
+	// DefaultMaxBodyReads bounds the bodies read into memory at once:
+	// with DefaultMaxBodyBytes, 1 GiB at most.
+	DefaultMaxBodyReads = 32
+	// DefaultBreakerFailures consecutive failed summary calls of a tenant
+	// skip its model-backed summaries for DefaultBreakerCooldown, unless
+	// Config.BreakerFailures and Config.BreakerCooldown say otherwise.
+	DefaultBreakerFailures = 3
+	DefaultBreakerCooldown = 5 * time.Minute
 )
 
 // Options configure a Proxy. The zero value of every field but Upstream
@@ -88,13 +103,49 @@ type Options struct {
 	// Transport sends requests upstream. Default: a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
+
+	// TenantKeyer derives each request's tenant from its credential
+	// (x-api-key, Authorization, x-goog-api-key, api-key or ?key=).
+	// Everything the proxy stores or locks is scoped by tenant. Replicas
+	// sharing a store need one secret (tenant.LoadKeyer); default a
+	// random one, good for this process only.
+	TenantKeyer *tenant.Keyer
+	// ShareCompactions puts every credential in one tenant: a client gets
+	// summaries made with another client's key, and can tell from the
+	// timing whether anyone sent a given prefix. Only for deployments
+	// whose clients trust each other.
+	ShareCompactions bool
+	// MetricsToken, when set, is the bearer token the admin endpoints
+	// (metrics) ask for; healthz stays open.
+	MetricsToken string
+
+	// BodyReadTimeout bounds reading a body to rewrite, and
+	// BodyIdleTimeout any pause in a body. Defaults
+	// DefaultBodyReadTimeout and DefaultBodyIdleTimeout.
+	BodyReadTimeout time.Duration
+	BodyIdleTimeout time.Duration
+	// MaxBodyReads bounds the bodies read into memory at once; a request
+	// beyond it is forwarded untouched, streamed as it arrives. Default
+	// DefaultMaxBodyReads.
+	MaxBodyReads int
+
+	// ProviderTimeout bounds each attempt of a summary call, and
+	// ProviderMaxRetries is how often a failed one is retried (negative:
+	// never), as in provider.Config; zero values mean its defaults.
+	ProviderTimeout    time.Duration
+	ProviderMaxRetries int
 }
 
 // Proxy forwards an agent's provider requests to the upstream, compacting
 // the conversation of messages requests when the gate says so.
 type Proxy struct {
-	o       Options
-	log     *slog.Logger
+	o        Options
+	log      *slog.Logger
+	logs     *redactHandler
+	keyer    *tenant.Keyer
+	breakers *breakers
+	// slots holds a token per body being read into memory.
+	slots   chan struct{}
 	m       *metrics
 	rp      *httputil.ReverseProxy
 	metrics http.Handler
@@ -148,6 +199,18 @@ func New(o Options) (*Proxy, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if o.BodyIdleTimeout <= 0 {
+		o.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	if o.MaxBodyReads <= 0 {
+		o.MaxBodyReads = DefaultMaxBodyReads
+	}
+	if o.TenantKeyer == nil {
+		o.TenantKeyer = tenant.NewRandomKeyer()
+	}
 	if o.Transport == nil {
 		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
@@ -159,7 +222,17 @@ func New(o Options) (*Proxy, error) {
 	if _, err := host.New(probe); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	p := &Proxy{o: o, log: o.Logger, m: newMetrics()}
+	// Every line the proxy and its engines log passes one redaction.
+	logs := newRedactHandler(o.Logger.Handler())
+	failures, cooldown := o.Config.BreakerFailures, o.Config.BreakerCooldown
+	if failures <= 0 {
+		failures = DefaultBreakerFailures
+	}
+	if cooldown <= 0 {
+		cooldown = DefaultBreakerCooldown
+	}
+	p := &Proxy{o: o, log: slog.New(logs), logs: logs, m: newMetrics(), keyer: o.TenantKeyer,
+		breakers: newBreakers(failures, cooldown), slots: make(chan struct{}, o.MaxBodyReads)}
 	p.metrics = promhttp.HandlerFor(p.m.reg, promhttp.HandlerOpts{})
 	up := o.Upstream
 	p.rp = &httputil.ReverseProxy{
@@ -172,11 +245,15 @@ func New(o Options) (*Proxy, error) {
 		},
 		Transport:     &upstreamTransport{p: p, base: o.Transport},
 		FlushInterval: -1,
-		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:      slog.NewLogLogger(logs, slog.LevelWarn),
 		ErrorHandler:  p.upstreamError,
 	}
 	return p, nil
 }
+
+// Logger is the proxy's logger: every line it writes passes the proxy's
+// redaction of credentials. A server in front of the proxy logs through it.
+func (p *Proxy) Logger() *slog.Logger { return p.log }
 
 // Close releases the store.
 func (p *Proxy) Close() error { return p.o.Store.Close() }
@@ -188,32 +265,69 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.admin(w, r)
 		return
 	}
-	began := time.Now()
+	if err := checkPath(r.URL); err != nil {
+		kind := p.errorKind(r)
+		p.m.requests.WithLabelValues(kind, "refused").Inc()
+		p.writeError(w, kind, http.StatusBadRequest, "invalid_request_error", "compact-host proxy: "+err.Error(), nil)
+		return
+	}
+	var body *deadlineBody
+	if r.Body != nil && r.Body != http.NoBody {
+		body = newDeadlineBody(w, r.Body, p.o.BodyIdleTimeout)
+		r.Body = body
+		defer body.finish()
+	}
 	kind := p.messagesKind(r)
 	if kind == "" {
 		p.m.requests.WithLabelValues(p.errorKind(r), "passthrough").Inc()
 		p.rp.ServeHTTP(w, r)
 		return
 	}
-	x := &exchange{p: p, kind: kind, began: began, header: r.Header, path: r.URL.Path}
-	body, whole, err := readBounded(r.Body, r.ContentLength, p.o.MaxBodyBytes)
+	cred := p.credentialsOf(r)
+	x := p.newExchange(kind, r.URL.Path, r.Header, cred)
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		// Reading one more body into memory could exhaust it; the request
+		// goes on as it would without the proxy. Debug level: under a
+		// flood of such requests the metric says it, one line each would not.
+		p.m.requests.WithLabelValues(kind, "busy").Inc()
+		x.log.Debug("too many bodies being read; forwarded untouched", "max_body_reads", p.o.MaxBodyReads)
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	p.m.bodyReads.Inc()
+	if body != nil {
+		body.until = time.Now().Add(p.o.BodyReadTimeout)
+	}
+	data, whole, err := readBounded(r.Body, r.ContentLength, p.o.MaxBodyBytes)
+	if body != nil {
+		body.until = time.Time{} // from here, only pauses are bounded
+	}
+	<-p.slots
+	p.m.bodyReads.Dec()
 	if err != nil {
-		p.log.Warn("reading the request body failed", "kind", kind, "err", err)
-		p.writeError(w, kind, http.StatusBadRequest, "invalid_request_error", "compact-host proxy: reading the request body: "+err.Error())
+		status := http.StatusBadRequest
+		if errors.Is(err, errBodyTimeout) {
+			status = http.StatusRequestTimeout
+			p.m.requests.WithLabelValues(kind, "body_timeout").Inc()
+		}
+		x.log.Warn("reading the request body failed", "err", err)
+		p.writeError(w, kind, status, "invalid_request_error", "compact-host proxy: reading the request body: "+err.Error(), cred.known)
 		return
 	}
 	if !whole {
 		// Over the limit: what was read and the rest go on as they are.
 		p.m.requests.WithLabelValues(kind, "oversized").Inc()
-		p.log.Info("request over the body limit forwarded untouched", "kind", kind, "limit_bytes", p.o.MaxBodyBytes)
-		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		x.log.Info("request over the body limit forwarded untouched", "limit_bytes", p.o.MaxBodyBytes)
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(data), r.Body), r.Body}
 		p.rp.ServeHTTP(w, r)
 		return
 	}
 	// Added latency is the proxy's own work, from a whole body to the
 	// upstream: the upload is the agent's, proxy or not.
 	x.began = time.Now()
-	x.prepare(r.Context(), body)
+	x.prepare(r.Context(), data)
 	p.m.requests.WithLabelValues(kind, x.action).Inc()
 	out := x.out
 	r.Body = io.NopCloser(bytes.NewReader(out))
@@ -224,28 +338,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)))
 }
 
+// checkPath refuses a path with dot segments, plain or percent-encoded:
+// the upstream, or a server in front of it, may resolve them to another
+// endpoint than the one the proxy judged the request by.
+func checkPath(u *url.URL) error {
+	for _, p := range []string{u.Path, u.RawPath} {
+		for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
+			if seg == "." || seg == ".." || strings.EqualFold(seg, "%2e") || strings.EqualFold(seg, "%2e%2e") ||
+				strings.EqualFold(seg, ".%2e") || strings.EqualFold(seg, "%2e.") {
+				return fmt.Errorf("the path %q has a dot segment (. or ..); send the path the API documents", u.EscapedPath())
+			}
+		}
+	}
+	return nil
+}
+
 type readCloser struct {
 	io.Reader
 	io.Closer
-}
-
-// readBounded reads at most limit bytes; whole is false when there was more.
-func readBounded(r io.Reader, size, limit int64) (data []byte, whole bool, err error) {
-	if r == nil {
-		return nil, true, nil
-	}
-	// A declared length sizes the buffer once: growing it by doubling
-	// clears and copies megabytes for a long conversation.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(size, 0), limit)+bytes.MinRead))
-	_, err = buf.ReadFrom(io.LimitReader(r, limit+1))
-	data = buf.Bytes()
-	if err != nil {
-		return nil, false, err
-	}
-	if int64(len(data)) > limit {
-		return data, false, nil
-	}
-	return data, true, nil
 }
 
 // messagesKind is the API kind of a messages request, or "" for any other
@@ -271,7 +381,13 @@ const (
 )
 
 func (p *Proxy) admin(w http.ResponseWriter, r *http.Request) {
-	switch strings.TrimPrefix(r.URL.Path, AdminPrefix) {
+	name := strings.TrimPrefix(r.URL.Path, AdminPrefix)
+	if name != "healthz" && !p.adminAllowed(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host proxy"`)
+		http.Error(w, "compact-host proxy: this endpoint needs the metrics token: Authorization: Bearer <token>", http.StatusUnauthorized)
+		return
+	}
+	switch name {
 	case "metrics":
 		p.metrics.ServeHTTP(w, r)
 	case "healthz":
@@ -280,4 +396,19 @@ func (p *Proxy) admin(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// adminAllowed checks the metrics token, when one is set. Both sides are
+// hashed first, so the comparison takes the same time whatever the
+// length or content of a guess.
+func (p *Proxy) adminAllowed(r *http.Request) bool {
+	if p.o.MetricsToken == "" {
+		return true
+	}
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "bearer") {
+		return false
+	}
+	got, want := sha256.Sum256([]byte(strings.TrimSpace(token))), sha256.Sum256([]byte(p.o.MetricsToken))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }

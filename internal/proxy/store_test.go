@@ -17,6 +17,7 @@ import (
 	"github.com/compact-host/compact-host/host/store"
 	"github.com/compact-host/compact-host/host/store/redisstore"
 	"github.com/compact-host/compact-host/host/store/storetest"
+	"github.com/compact-host/compact-host/internal/tenant"
 )
 
 // countingStrategy writes a summary that depends only on what it folds, and
@@ -130,4 +131,36 @@ func TestRedisDownLosesNoRequestAndIsUsedAgainWhenBack(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+func TestReplicasShareATenantOnlyWithTheSameSecret(t *testing.T) {
+	srv := storetest.StartRedis(t)
+	replica := func(keyer *tenant.Keyer, calls *atomic.Int32) *rig {
+		st, err := redisstore.Open(context.Background(), srv.URL()+"?call_timeout=5s", redisstore.Options{})
+		require.NoError(t, err)
+		cfg := smallWindow
+		cfg.Strategy, cfg.Fallbacks = "counting", []string{}
+		return newRig(t, func(o *Options) {
+			o.Store, o.Config, o.Offline, o.TenantKeyer = st, cfg, true, keyer
+			o.EngineOptions = []host.Option{countingStrategy(calls)}
+		})
+	}
+	send := func(r *rig, n int, key string) {
+		resp, _ := post(t, r.srv.URL+"/v1/messages", convBody(t, n, "Agent of "+key, "x"), map[string]string{"X-Api-Key": key})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	secret, err := tenant.NewKeyer([]byte("a-shared-tenant-secret-of-32-bytes"))
+	require.NoError(t, err)
+	var calls atomic.Int32
+	a, b := replica(secret, &calls), replica(secret, &calls)
+	send(a, 11, "sk-ant-api03-replica-key-1")
+	paid := calls.Load()
+	require.Positive(t, paid)
+	send(b, 12, "sk-ant-api03-replica-key-1")
+	assert.Equal(t, paid, calls.Load(), "a replica with the same secret reuses the tenant's compaction")
+
+	var own atomic.Int32
+	c := replica(tenant.NewRandomKeyer(), &own) // a secret of its own
+	send(c, 12, "sk-ant-api03-replica-key-1")
+	assert.Positive(t, own.Load(), "a replica with another secret sees none of the tenant's compactions")
 }

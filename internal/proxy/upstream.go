@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/compact-host/compact-host/host/overflow"
+	"github.com/compact-host/compact-host/internal/redact"
 )
 
 type exchangeKey struct{}
@@ -110,13 +112,16 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		// The client went away; nobody reads the answer.
 		status = 499
 	}
-	p.log.Warn("upstream request failed", "kind", kind, "path", r.URL.Path, "err", err)
-	p.writeError(w, kind, status, typ, "compact-host proxy: the upstream could not be reached: "+err.Error())
+	known := p.credentialsOf(r).known
+	slog.New(p.logs.withKnown(known...)).Warn("upstream request failed", "kind", kind, "path", r.URL.Path, "err", err)
+	p.writeError(w, kind, status, typ, "compact-host proxy: the upstream could not be reached: "+err.Error(), known)
 }
 
 // writeError answers in the API's own error shape, so the agent's SDK
-// reports it as it would the provider's.
-func (p *Proxy) writeError(w http.ResponseWriter, kind string, status int, typ, msg string) {
+// reports it as it would the provider's. msg is redacted, with known the
+// request's own secrets.
+func (p *Proxy) writeError(w http.ResponseWriter, kind string, status int, typ, msg string, known []string) {
+	msg = redact.String(msg, known...)
 	var body any
 	if kind == KindAnthropic {
 		body = map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}}
