@@ -410,45 +410,63 @@ func claudeCodeBlock(lines [][]byte, kept []int, wb WriteBack) ([]byte, error) {
 		out.Write(line)
 		out.WriteByte('\n')
 	}
-	copied := map[string]string{}
-	idSuffix := "-" + sum.UUID[:8]
-	parent := sum.UUID
+	cp := ccCopier{summary: sum.UUID, parent: sum.UUID, copied: map[string]string{}, short: wb.Shortened}
 	for k, n := range kept {
-		l := lines[n-1]
-		var rec struct {
-			UUID                    string `json:"uuid"`
-			SourceToolAssistantUUID string `json:"sourceToolAssistantUUID"`
-			Message                 struct {
-				ID string `json:"id"`
-			} `json:"message"`
-		}
-		if err := json.Unmarshal(l, &rec); err != nil || rec.UUID == "" {
-			return nil, fmt.Errorf("%w: line %d, a kept message, has no uuid", ErrNotWritable, n)
-		}
-		uuid := copyUUID(sum.UUID, rec.UUID)
-		copied[rec.UUID] = uuid
-		set := map[string][]byte{
-			"uuid":       quoted(uuid),
-			"parentUuid": quoted(parent),
-			"timestamp":  quoted(stamp(t.Add(time.Duration(k+2) * time.Millisecond))),
-		}
-		if c, ok := copied[rec.SourceToolAssistantUUID]; ok {
-			set["sourceToolAssistantUUID"] = quoted(c)
-		}
-		if msg, err := copiedMessage(l, rec.Message.ID, idSuffix, wb.Shortened); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
-		} else if msg != nil {
-			set["message"] = msg
-		}
-		line, err := setMembers(l, span{0, len(l)}, nil, set)
+		line, err := cp.copy(lines[n-1], t.Add(time.Duration(k+2)*time.Millisecond))
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
 		}
 		out.Write(line)
 		out.WriteByte('\n')
-		parent = uuid
 	}
 	return out.Bytes(), nil
+}
+
+// ccCopier copies Claude Code message lines after a compact summary,
+// each chained after the one before.
+type ccCopier struct {
+	summary string            // the compact summary's uuid
+	parent  string            // the uuid the next copy chains after
+	copied  map[string]string // copy uuids by original uuid
+	short   map[string]string // shortened tool results, by tool_use ID
+}
+
+// copy returns the copy of line l dated t: its uuid derived from the
+// summary's and its own, chained after the copy before, its tool results'
+// sourceToolAssistantUUID pointed at a copied line, its message.id
+// suffixed with the summary's.
+func (c *ccCopier) copy(l []byte, t time.Time) ([]byte, error) {
+	var rec struct {
+		UUID                    string `json:"uuid"`
+		SourceToolAssistantUUID string `json:"sourceToolAssistantUUID"`
+		Message                 struct {
+			ID string `json:"id"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(l, &rec); err != nil || rec.UUID == "" {
+		return nil, errors.New("a kept message has no uuid")
+	}
+	uuid := copyUUID(c.summary, rec.UUID)
+	c.copied[rec.UUID] = uuid
+	set := map[string][]byte{
+		"uuid":       quoted(uuid),
+		"parentUuid": quoted(c.parent),
+		"timestamp":  quoted(stamp(t)),
+	}
+	if cp, ok := c.copied[rec.SourceToolAssistantUUID]; ok {
+		set["sourceToolAssistantUUID"] = quoted(cp)
+	}
+	if msg, err := copiedMessage(l, rec.Message.ID, "-"+c.summary[:8], c.short); err != nil {
+		return nil, err
+	} else if msg != nil {
+		set["message"] = msg
+	}
+	line, err := setMembers(l, span{0, len(l)}, nil, set)
+	if err != nil {
+		return nil, err
+	}
+	c.parent = uuid
+	return line, nil
 }
 
 // copiedMessage returns the message object of a copied line: its id given
@@ -583,21 +601,31 @@ func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error
 		return nil, err
 	}
 	hist[len(pinned)] = sb
-	rec := struct {
-		Timestamp string `json:"timestamp"`
-		Type      string `json:"type"`
-		Payload   struct {
-			Message            string            `json:"message"`
-			ReplacementHistory []json.RawMessage `json:"replacement_history"`
-			WindowNumber       int               `json:"window_number"`
-			FirstWindowID      string            `json:"first_window_id"`
-			PreviousWindowID   string            `json:"previous_window_id"`
-			WindowID           string            `json:"window_id"`
-		} `json:"payload"`
-	}{Timestamp: stamp(t), Type: "compacted"}
+	rec := codexCompactedLine{Timestamp: stamp(t), Type: "compacted"}
 	p := &rec.Payload
 	p.Message, p.ReplacementHistory = wb.Summary, hist
 	p.WindowNumber, p.FirstWindowID, p.PreviousWindowID, p.WindowID = win.Number+1, win.First, previous, uuidV7(t, random[:])
+	return codexRecords(rec, t)
+}
+
+// codexCompactedLine is a rollout's compacted record, its fields in
+// Codex's order.
+type codexCompactedLine struct {
+	Timestamp string `json:"timestamp"`
+	Type      string `json:"type"`
+	Payload   struct {
+		Message            string            `json:"message"`
+		ReplacementHistory []json.RawMessage `json:"replacement_history"`
+		WindowNumber       int               `json:"window_number"`
+		FirstWindowID      string            `json:"first_window_id"`
+		PreviousWindowID   string            `json:"previous_window_id"`
+		WindowID           string            `json:"window_id"`
+	} `json:"payload"`
+}
+
+// codexRecords are the compacted record rec, dated t, and the
+// context_compacted event Codex writes after one.
+func codexRecords(rec codexCompactedLine, t time.Time) ([]byte, error) {
 	event := struct {
 		Timestamp string            `json:"timestamp"`
 		Type      string            `json:"type"`
@@ -675,4 +703,228 @@ func (s *Session) Compacted() []abi.Message {
 	}
 	out = append(out, c.Replacement[i:]...)
 	return append(out, s.Messages[c.FirstKept:]...)
+}
+
+// Landed is a run of the bytes an agent's file holds after the offset a
+// compaction was made from (host.Landed): our appends, the first of them
+// the block AppendCompaction returned, and the lines the agent appended
+// meanwhile. Unseen marks the agent's lines that landed before one of our
+// appends without having been read when it was made.
+type Landed struct {
+	Data   []byte
+	Ours   bool
+	Unseen bool
+}
+
+// ErrCannotCarry: lines an agent wrote before a compaction's block cannot
+// be carried after it (the agent compacted itself meanwhile, or wrote a
+// line that is not one of its records).
+var ErrCannotCarry = errors.New("formats: cannot carry the agent's lines after the compaction")
+
+// Carry returns the records to append to a Claude Code session or Codex
+// rollout whose tail after the bytes a compaction was made from is tail,
+// so that every line the agent wrote is in the conversation it continues
+// (Session.Compacted), in the order it wrote them; nil when none is
+// hidden.
+//
+// Claude Code: copies of the message lines that landed before the block
+// are chained after its last line, as the kept lines are; lines after the
+// block are read after the compaction already. Codex: a compaction
+// replaces everything before it, so when lines landed unseen before our
+// latest compacted record, a new one follows whose replacement history is
+// the block's and every item the agent wrote since, in order.
+func Carry(format string, tail []Landed) ([]byte, error) {
+	switch format {
+	case ClaudeCode:
+		return claudeCodeCarry(tail)
+	case Codex:
+		return codexCarry(tail)
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNotWritable, describeFormat(format))
+}
+
+// carryLines are the lines of runs, without empty ones; a run that does
+// not end with a complete line is refused.
+func carryLines(runs []Landed) ([][]byte, error) {
+	var out [][]byte
+	for _, r := range runs {
+		if len(r.Data) > 0 && r.Data[len(r.Data)-1] != '\n' {
+			return nil, fmt.Errorf("%w: the agent's last line before the compaction is incomplete", ErrCannotCarry)
+		}
+		for _, l := range splitLines(r.Data) {
+			if len(bytes.TrimSpace(l)) > 0 {
+				out = append(out, l)
+			}
+		}
+	}
+	return out, nil
+}
+
+// newest is the latest timestamp of lines.
+func newest(lines [][]byte) time.Time {
+	var last time.Time
+	for _, l := range lines {
+		var rec struct {
+			Timestamp string `json:"timestamp"`
+		}
+		if json.Unmarshal(l, &rec) == nil {
+			if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil && t.After(last) {
+				last = t
+			}
+		}
+	}
+	return last
+}
+
+func claudeCodeCarry(tail []Landed) ([]byte, error) {
+	first, ours := -1, 0
+	for i, r := range tail {
+		if r.Ours {
+			ours++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if first <= 0 || ours > 1 {
+		return nil, nil // nothing landed before the block, or it was carried
+	}
+	hidden, err := carryLines(tail[:first])
+	if err != nil {
+		return nil, err
+	}
+	block := splitLines(tail[first].Data)
+	all, err := carryLines(tail)
+	if err != nil {
+		return nil, err
+	}
+	cp := ccCopier{copied: map[string]string{}}
+	inBlock := map[string]bool{}
+	for _, l := range block {
+		var rec struct {
+			UUID             string `json:"uuid"`
+			IsCompactSummary bool   `json:"isCompactSummary"`
+		}
+		if json.Unmarshal(l, &rec) != nil || rec.UUID == "" {
+			continue
+		}
+		if rec.IsCompactSummary {
+			cp.summary = rec.UUID
+		}
+		cp.parent, inBlock[rec.UUID] = rec.UUID, true
+	}
+	if len(cp.summary) < 8 {
+		return nil, fmt.Errorf("%w: the block holds no compact summary", ErrCannotCarry)
+	}
+	t := newest(all)
+	var out bytes.Buffer
+	for _, l := range hidden {
+		var rec struct {
+			Type             string `json:"type"`
+			Subtype          string `json:"subtype"`
+			UUID             string `json:"uuid"`
+			IsSidechain      bool   `json:"isSidechain"`
+			IsCompactSummary bool   `json:"isCompactSummary"`
+		}
+		if err := json.Unmarshal(l, &rec); err != nil {
+			return nil, fmt.Errorf("%w: a line the agent wrote is not JSON: %v", ErrCannotCarry, err)
+		}
+		switch {
+		case rec.Subtype == "compact_boundary" || rec.IsCompactSummary:
+			return nil, fmt.Errorf("%w: the agent compacted the conversation itself meanwhile", ErrCannotCarry)
+		case rec.Type != "user" && rec.Type != "assistant" || rec.IsSidechain:
+			continue // not in the conversation sent to the model
+		}
+		// Copies of kept lines the agent's line points at are known by
+		// their derived uuids.
+		var src struct {
+			SourceToolAssistantUUID string `json:"sourceToolAssistantUUID"`
+		}
+		_ = json.Unmarshal(l, &src)
+		if s := src.SourceToolAssistantUUID; s != "" && cp.copied[s] == "" && inBlock[copyUUID(cp.summary, s)] {
+			cp.copied[s] = copyUUID(cp.summary, s)
+		}
+		t = t.Add(time.Millisecond)
+		line, err := cp.copy(l, t)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCannotCarry, err)
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+	}
+	if out.Len() == 0 {
+		return nil, nil
+	}
+	return out.Bytes(), nil
+}
+
+func codexCarry(tail []Landed) ([]byte, error) {
+	first, last := -1, -1
+	for i, r := range tail {
+		if r.Ours {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if last <= 0 || !tail[last-1].Unseen {
+		return nil, nil // every line before our latest record is in it
+	}
+	var theirs []Landed
+	for _, r := range tail {
+		if !r.Ours {
+			theirs = append(theirs, r)
+		}
+	}
+	agent, err := carryLines(theirs)
+	if err != nil {
+		return nil, err
+	}
+	var items []json.RawMessage
+	for _, l := range agent {
+		var rec codexLine
+		if err := json.Unmarshal(l, &rec); err != nil {
+			return nil, fmt.Errorf("%w: a line the agent wrote is not JSON: %v", ErrCannotCarry, err)
+		}
+		switch rec.Type {
+		case "compacted":
+			return nil, fmt.Errorf("%w: the agent compacted the conversation itself meanwhile", ErrCannotCarry)
+		case "response_item":
+			items = append(items, rec.Payload)
+		}
+	}
+	blockRec, err := codexCompacted(tail[first].Data)
+	if err != nil {
+		return nil, err
+	}
+	latest, err := codexCompacted(tail[last].Data)
+	if err != nil {
+		return nil, err
+	}
+	all, err := carryLines(tail)
+	if err != nil {
+		return nil, err
+	}
+	t := newest(all).Add(time.Millisecond)
+	var random [16]byte
+	_, _ = rand.Read(random[:])
+	rec := codexCompactedLine{Timestamp: stamp(t), Type: "compacted"}
+	p := &rec.Payload
+	p.Message = blockRec.Payload.Message
+	p.ReplacementHistory = append(slices.Clip(blockRec.Payload.ReplacementHistory), items...)
+	p.WindowNumber, p.FirstWindowID = latest.Payload.WindowNumber+1, latest.Payload.FirstWindowID
+	p.PreviousWindowID, p.WindowID = latest.Payload.WindowID, uuidV7(t, random[:])
+	return codexRecords(rec, t)
+}
+
+// codexCompacted reads the compacted record that starts an appended block.
+func codexCompacted(block []byte) (codexCompactedLine, error) {
+	var rec codexCompactedLine
+	for _, l := range splitLines(block) {
+		if json.Unmarshal(l, &rec) == nil && rec.Type == "compacted" {
+			return rec, nil
+		}
+	}
+	return rec, fmt.Errorf("%w: the block holds no compacted record", ErrCannotCarry)
 }

@@ -83,6 +83,7 @@ type compactReport struct {
 	Input string `json:"input"`
 	server.CompactReport
 	Output     string           `json:"output,omitempty"`
+	WriteBack  *writeBackReport `json:"write_back,omitempty"`
 	Compaction *host.Compaction `json:"compaction,omitempty"`
 }
 
@@ -175,6 +176,9 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	if !o.dryRun && rep.Action != sessionio.ActionNone && rep.Action != sessionio.ActionNothingToFold || (!o.dryRun && o.output != "") {
 		a.setStep("writing")
 		if err := writeOutput(a, in, src, o, &rep); err != nil {
+			if rep.WriteBack != nil && o.json {
+				_ = printCompactReport(reportTo, true, &rep) // what was taken back, for the caller's records
+			}
 			return err
 		}
 	}
@@ -280,6 +284,9 @@ func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
 	}
 	if r.Output != "" {
 		fmt.Fprintf(w, "wrote %s (%s)\n", r.Output, r.OutputFormat)
+	}
+	if r.WriteBack != nil && r.WriteBack.String() != "" {
+		fmt.Fprintln(w, r.WriteBack)
 	}
 	return nil
 }
