@@ -222,8 +222,8 @@ func TestCarryDecisions(t *testing.T) {
 			}[format]
 			for what, hidden := range map[string]string{
 				"the agent's own compaction": ownCompaction,
-				"half a line":                 `{"type":"assistant","mess`,
-				"not JSON":                    "garbage\n",
+				"half a line":                `{"type":"assistant","mess`,
+				"not JSON":                   "garbage\n",
 			} {
 				_, err := Carry(format, []Landed{{Data: []byte(hidden), Unseen: true}, {Data: block, Ours: true}})
 				assert.ErrorIs(t, err, ErrCannotCarry, what)
