@@ -181,7 +181,7 @@ func AppendCarrying(st FileState, block []byte, carry CarryFunc, timeout time.Du
 		return AppendResult{}, busyError(st.Path, fmt.Sprintf("it grew from %d to %d bytes since it was read", st.Size, fi.Size()))
 	}
 	w := &tailWriter{f: f, path: st.Path, read: st.Size, size: st.Size, base: st.Size}
-	if err := w.append(block, true); err != nil {
+	if err := w.append(block); err != nil {
 		return AppendResult{}, err
 	}
 	res := AppendResult{Outcome: OutcomeAppended, Appends: 1}
@@ -201,7 +201,7 @@ func AppendCarrying(st FileState, block []byte, carry CarryFunc, timeout time.Du
 		if round == maxCarryRounds {
 			return w.rollBack(fmt.Errorf("lines still landed before the compaction after %d appends carrying them", maxCarryRounds))
 		}
-		if err := w.append(more, false); err != nil {
+		if err := w.append(more); err != nil {
 			return AppendResult{}, err
 		}
 		res.Outcome, res.Appends, res.CarriedBytes = OutcomeCarried, res.Appends+1, res.CarriedBytes+int64(len(more))
@@ -282,8 +282,9 @@ func (w *tailWriter) settle(unseen bool) error {
 // from the end of the last read: what another program appended before b
 // is an unseen run, b must be there intact, and the complete lines after
 // it are read too.
-func (w *tailWriter) append(b []byte, unseen bool) error {
-	if err := w.settle(unseen); err != nil {
+func (w *tailWriter) append(b []byte) error {
+	// Lines read now were not there when b was made.
+	if err := w.settle(true); err != nil {
 		return err
 	}
 	n, err := w.f.Write(b)

@@ -15,7 +15,7 @@ import (
 // agentLines are n lines as the agent of format appends them, numbered
 // from first: Claude Code assistant lines chained after the file's last
 // line, Codex user messages.
-func agentLines(t *testing.T, format string, data []byte, first, n int) []byte {
+func agentWrites(t *testing.T, format string, data []byte, first, n int) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	parent := ""
@@ -82,12 +82,14 @@ func TestCarryBringsHiddenLinesAfterTheCompaction(t *testing.T) {
 			k := cutAt(t, orig.Messages, len(orig.Messages)/2)
 			block, err := AppendCompaction(data, writeBackFor(orig.Messages, k, "the summary"))
 			require.NoError(t, err)
-			hidden := agentLines(t, format, data, 1, 3)
-			after := agentLines(t, format, cat(data, hidden), 4, 2)
+			hidden := agentWrites(t, format, data, 1, 3)
+			after := agentWrites(t, format, cat(data, hidden), 4, 2)
 
 			assert.Equal(t, seq(4, 5), agentSaid(t, cat(data, hidden, block, after)), "without a carry the lines before the block are hidden")
 
-			carry, err := Carry(format, []Landed{{Data: hidden, Unseen: true}, {Data: block, Ours: true}, {Data: after}})
+			c, err := NewCarrier(format)
+			require.NoError(t, err)
+			carry, err := c.Carry([]Landed{{Data: hidden, Unseen: true}, {Data: block, Ours: true}, {Data: after}})
 			require.NoError(t, err)
 			require.NotEmpty(t, carry)
 			file := cat(data, hidden, block, after, carry)
@@ -102,7 +104,7 @@ func TestCarryBringsHiddenLinesAfterTheCompaction(t *testing.T) {
 			assert.NoError(t, Validate(got.Compacted()))
 
 			// Once carried, nothing more is.
-			again, err := Carry(format, []Landed{{Data: hidden, Unseen: true}, {Data: block, Ours: true}, {Data: after}, {Data: carry, Ours: true}})
+			again, err := c.Carry([]Landed{{Data: hidden, Unseen: true}, {Data: block, Ours: true}, {Data: after}, {Data: carry, Ours: true}})
 			require.NoError(t, err)
 			assert.Nil(t, again)
 		})
@@ -121,8 +123,10 @@ func TestCarryClaudeCodeChain(t *testing.T) {
 	k := cutAt(t, orig.Messages, len(orig.Messages)/2)
 	block, err := AppendCompaction(data, writeBackFor(orig.Messages, k, "the summary"))
 	require.NoError(t, err)
-	hidden := agentLines(t, ClaudeCode, data, 1, 2)
-	carry, err := Carry(ClaudeCode, []Landed{{Data: hidden, Unseen: true}, {Data: block, Ours: true}})
+	hidden := agentWrites(t, ClaudeCode, data, 1, 2)
+	c, err := NewCarrier(ClaudeCode)
+	require.NoError(t, err)
+	carry, err := c.Carry([]Landed{{Data: hidden, Unseen: true}, {Data: block, Ours: true}})
 	require.NoError(t, err)
 
 	type line struct {
@@ -173,14 +177,16 @@ func TestCarryCodexAgain(t *testing.T) {
 	k := cutAt(t, orig.Messages, len(orig.Messages)/2)
 	block, err := AppendCompaction(data, writeBackFor(orig.Messages, k, "the summary"))
 	require.NoError(t, err)
-	g1 := agentLines(t, Codex, data, 1, 1)
+	g1 := agentWrites(t, Codex, data, 1, 1)
 	tail := []Landed{{Data: g1, Unseen: true}, {Data: block, Ours: true}}
-	c1, err := Carry(Codex, tail)
+	c, err := NewCarrier(Codex)
 	require.NoError(t, err)
-	g2 := agentLines(t, Codex, data, 2, 2)
+	c1, err := c.Carry(tail)
+	require.NoError(t, err)
+	g2 := agentWrites(t, Codex, data, 2, 2)
 	tail = append(tail, Landed{Data: g2, Unseen: true}, Landed{Data: c1, Ours: true})
 	assert.Equal(t, []int{1}, agentSaid(t, cat(data, g1, block, g2, c1)), "lines 2 and 3 landed before the carry")
-	c2, err := Carry(Codex, tail)
+	c2, err := c.Carry(tail)
 	require.NoError(t, err)
 	assert.Equal(t, seq(1, 3), agentSaid(t, cat(data, g1, block, g2, c1, c2)))
 
@@ -191,7 +197,7 @@ func TestCarryCodexAgain(t *testing.T) {
 	assert.Equal(t, w1.Payload.WindowID, w2.Payload.PreviousWindowID)
 	assert.Equal(t, "the summary", w2.Payload.Message)
 
-	none, err := Carry(Codex, append(tail, Landed{Data: agentLines(t, Codex, data, 4, 1)}, Landed{Data: c2, Ours: true}))
+	none, err := c.Carry(append(tail, Landed{Data: agentWrites(t, Codex, data, 4, 1)}, Landed{Data: c2, Ours: true}))
 	require.NoError(t, err)
 	assert.Nil(t, none, "the line before the latest record was read when it was made")
 }
@@ -207,12 +213,14 @@ func TestCarryDecisions(t *testing.T) {
 			require.NoError(t, err)
 			block, err := AppendCompaction(data, writeBackFor(orig.Messages, cutAt(t, orig.Messages, len(orig.Messages)/2), "s"))
 			require.NoError(t, err)
-			agent := agentLines(t, format, data, 1, 1)
+			agent := agentWrites(t, format, data, 1, 1)
 			for _, tail := range [][]Landed{
 				{{Data: block, Ours: true}},
 				{{Data: block, Ours: true}, {Data: agent}},
 			} {
-				got, err := Carry(format, tail)
+				c, err := NewCarrier(format)
+				require.NoError(t, err)
+				got, err := c.Carry(tail)
 				require.NoError(t, err)
 				assert.Nil(t, got)
 			}
@@ -225,7 +233,9 @@ func TestCarryDecisions(t *testing.T) {
 				"half a line":                `{"type":"assistant","mess`,
 				"not JSON":                   "garbage\n",
 			} {
-				_, err := Carry(format, []Landed{{Data: []byte(hidden), Unseen: true}, {Data: block, Ours: true}})
+				c, err := NewCarrier(format)
+				require.NoError(t, err)
+				_, err = c.Carry([]Landed{{Data: []byte(hidden), Unseen: true}, {Data: block, Ours: true}})
 				assert.ErrorIs(t, err, ErrCannotCarry, what)
 			}
 		})

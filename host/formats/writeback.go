@@ -721,11 +721,9 @@ type Landed struct {
 // line that is not one of its records).
 var ErrCannotCarry = errors.New("formats: cannot carry the agent's lines after the compaction")
 
-// Carry returns the records to append to a Claude Code session or Codex
-// rollout whose tail after the bytes a compaction was made from is tail,
-// so that every line the agent wrote is in the conversation it continues
-// (Session.Compacted), in the order it wrote them; nil when none is
-// hidden.
+// A Carrier makes the records that carry the lines an agent wrote while
+// a compaction was appended to its file into the conversation it
+// continues (Session.Compacted), in the order it wrote them.
 //
 // Claude Code: copies of the message lines that landed before the block
 // are chained after its last line, as the kept lines are; lines after the
@@ -733,77 +731,102 @@ var ErrCannotCarry = errors.New("formats: cannot carry the agent's lines after t
 // replaces everything before it, so when lines landed unseen before our
 // latest compacted record, a new one follows whose replacement history is
 // the block's and every item the agent wrote since, in order.
-func Carry(format string, tail []Landed) ([]byte, error) {
-	switch format {
-	case ClaudeCode:
-		return claudeCodeCarry(tail)
-	case Codex:
-		return codexCarry(tail)
-	}
-	return nil, fmt.Errorf("%w: %s", ErrNotWritable, describeFormat(format))
+//
+// A Carrier is called again as the tail grows (host.AppendCarrying): it
+// reads each run of the agent's once, so a carry is made again in the
+// time of a copy of the block, not of a parse of it.
+type Carrier struct {
+	format string
+	read   int       // the runs of the tail read so far
+	newest time.Time // the latest timestamp of the block and the agent's lines
+	items  []byte    // Codex: the agent's items read so far, each after a comma
+	err    error     // what made the lines impossible to carry
 }
 
-// carryLines are the lines of runs, without empty ones; a run that does
-// not end with a complete line is refused.
-func carryLines(runs []Landed) ([][]byte, error) {
-	var out [][]byte
-	for _, r := range runs {
-		if len(r.Data) > 0 && r.Data[len(r.Data)-1] != '\n' {
-			return nil, fmt.Errorf("%w: the agent's last line before the compaction is incomplete", ErrCannotCarry)
-		}
-		for _, l := range splitLines(r.Data) {
-			if len(bytes.TrimSpace(l)) > 0 {
-				out = append(out, l)
+// NewCarrier returns the Carrier of a file of format (ClaudeCode or
+// Codex).
+func NewCarrier(format string) (*Carrier, error) {
+	if format != ClaudeCode && format != Codex {
+		return nil, fmt.Errorf("%w: it is %s", ErrNotWritable, describeFormat(format))
+	}
+	return &Carrier{format: format}, nil
+}
+
+// Carry returns the records to append to the file whose tail after the
+// bytes a compaction was made from is tail, its first run of ours the
+// compaction's block; nil when no line of the agent's is hidden. Each
+// call's tail extends the one before.
+func (c *Carrier) Carry(tail []Landed) ([]byte, error) {
+	first, last, ours := -1, -1, 0
+	for i, r := range tail {
+		if r.Ours {
+			if first < 0 {
+				first = i
 			}
+			last, ours = i, ours+1
+		}
+	}
+	if first < 0 {
+		return nil, nil
+	}
+	if c.format == ClaudeCode {
+		if first == 0 || ours > 1 {
+			return nil, nil // nothing landed before the block, or it was carried
+		}
+		return c.claudeCode(tail[:first], tail[first].Data)
+	}
+	if last == 0 || !tail[last-1].Unseen {
+		return nil, nil // every line before our latest record is in it
+	}
+	for ; c.read < len(tail); c.read++ {
+		if r := tail[c.read]; !r.Ours {
+			c.codexItems(r.Data)
+		}
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.codex(tail[first].Data, tail[last].Data)
+}
+
+// agentLines are the lines of an agent's run, without empty ones; a run
+// that does not end with a complete line is refused.
+func agentLines(run []byte) ([][]byte, error) {
+	if len(run) > 0 && run[len(run)-1] != '\n' {
+		return nil, fmt.Errorf("%w: the agent's last line before the compaction is incomplete", ErrCannotCarry)
+	}
+	var out [][]byte
+	for _, l := range splitLines(run) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			out = append(out, l)
 		}
 	}
 	return out, nil
 }
 
-// newest is the latest timestamp of lines.
-func newest(lines [][]byte) time.Time {
-	var last time.Time
-	for _, l := range lines {
-		var rec struct {
-			Timestamp string `json:"timestamp"`
-		}
-		if json.Unmarshal(l, &rec) == nil {
-			if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil && t.After(last) {
-				last = t
-			}
-		}
+// later keeps t in c.newest if it is later.
+func (c *Carrier) later(ts string) {
+	if t, err := time.Parse(time.RFC3339Nano, ts); err == nil && t.After(c.newest) {
+		c.newest = t
 	}
-	return last
 }
 
-func claudeCodeCarry(tail []Landed) ([]byte, error) {
-	first, ours := -1, 0
-	for i, r := range tail {
-		if r.Ours {
-			ours++
-			if first < 0 {
-				first = i
-			}
+func (c *Carrier) claudeCode(before []Landed, block []byte) ([]byte, error) {
+	var hidden [][]byte
+	for _, r := range before {
+		lines, err := agentLines(r.Data)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if first <= 0 || ours > 1 {
-		return nil, nil // nothing landed before the block, or it was carried
-	}
-	hidden, err := carryLines(tail[:first])
-	if err != nil {
-		return nil, err
-	}
-	block := splitLines(tail[first].Data)
-	all, err := carryLines(tail)
-	if err != nil {
-		return nil, err
+		hidden = append(hidden, lines...)
 	}
 	cp := ccCopier{copied: map[string]string{}}
 	inBlock := map[string]bool{}
-	for _, l := range block {
+	for _, l := range splitLines(block) {
 		var rec struct {
 			UUID             string `json:"uuid"`
 			IsCompactSummary bool   `json:"isCompactSummary"`
+			Timestamp        string `json:"timestamp"`
 		}
 		if json.Unmarshal(l, &rec) != nil || rec.UUID == "" {
 			continue
@@ -812,40 +835,43 @@ func claudeCodeCarry(tail []Landed) ([]byte, error) {
 			cp.summary = rec.UUID
 		}
 		cp.parent, inBlock[rec.UUID] = rec.UUID, true
+		c.later(rec.Timestamp)
 	}
 	if len(cp.summary) < 8 {
 		return nil, fmt.Errorf("%w: the block holds no compact summary", ErrCannotCarry)
 	}
-	t := newest(all)
-	var out bytes.Buffer
-	for _, l := range hidden {
-		var rec struct {
-			Type             string `json:"type"`
-			Subtype          string `json:"subtype"`
-			UUID             string `json:"uuid"`
-			IsSidechain      bool   `json:"isSidechain"`
-			IsCompactSummary bool   `json:"isCompactSummary"`
-		}
-		if err := json.Unmarshal(l, &rec); err != nil {
+	type ccLine struct {
+		Type                    string `json:"type"`
+		Subtype                 string `json:"subtype"`
+		UUID                    string `json:"uuid"`
+		IsSidechain             bool   `json:"isSidechain"`
+		IsCompactSummary        bool   `json:"isCompactSummary"`
+		SourceToolAssistantUUID string `json:"sourceToolAssistantUUID"`
+		Timestamp               string `json:"timestamp"`
+	}
+	recs := make([]ccLine, len(hidden))
+	for i, l := range hidden {
+		if err := json.Unmarshal(l, &recs[i]); err != nil {
 			return nil, fmt.Errorf("%w: a line the agent wrote is not JSON: %v", ErrCannotCarry, err)
 		}
+		c.later(recs[i].Timestamp)
+	}
+	var out bytes.Buffer
+	for i, l := range hidden {
+		rec := recs[i]
 		switch {
 		case rec.Subtype == "compact_boundary" || rec.IsCompactSummary:
 			return nil, fmt.Errorf("%w: the agent compacted the conversation itself meanwhile", ErrCannotCarry)
 		case rec.Type != "user" && rec.Type != "assistant" || rec.IsSidechain:
 			continue // not in the conversation sent to the model
 		}
-		// Copies of kept lines the agent's line points at are known by
-		// their derived uuids.
-		var src struct {
-			SourceToolAssistantUUID string `json:"sourceToolAssistantUUID"`
-		}
-		_ = json.Unmarshal(l, &src)
-		if s := src.SourceToolAssistantUUID; s != "" && cp.copied[s] == "" && inBlock[copyUUID(cp.summary, s)] {
+		// A tool result may come from a kept line, whose copy's uuid is
+		// derived from it.
+		if s := rec.SourceToolAssistantUUID; s != "" && cp.copied[s] == "" && inBlock[copyUUID(cp.summary, s)] {
 			cp.copied[s] = copyUUID(cp.summary, s)
 		}
-		t = t.Add(time.Millisecond)
-		line, err := cp.copy(l, t)
+		c.newest = c.newest.Add(time.Millisecond)
+		line, err := cp.copy(l, c.newest)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCannotCarry, err)
 		}
@@ -858,73 +884,112 @@ func claudeCodeCarry(tail []Landed) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-func codexCarry(tail []Landed) ([]byte, error) {
-	first, last := -1, -1
-	for i, r := range tail {
-		if r.Ours {
-			if first < 0 {
-				first = i
-			}
-			last = i
-		}
-	}
-	if last <= 0 || !tail[last-1].Unseen {
-		return nil, nil // every line before our latest record is in it
-	}
-	var theirs []Landed
-	for _, r := range tail {
-		if !r.Ours {
-			theirs = append(theirs, r)
-		}
-	}
-	agent, err := carryLines(theirs)
+// codexItems reads the response items of one of the agent's runs.
+func (c *Carrier) codexItems(run []byte) {
+	lines, err := agentLines(run)
 	if err != nil {
-		return nil, err
+		c.err = err
+		return
 	}
-	var items []json.RawMessage
-	for _, l := range agent {
-		var rec codexLine
-		if err := json.Unmarshal(l, &rec); err != nil {
-			return nil, fmt.Errorf("%w: a line the agent wrote is not JSON: %v", ErrCannotCarry, err)
+	for _, l := range lines {
+		var rec struct {
+			codexLine
+			Timestamp string `json:"timestamp"`
 		}
+		if err := json.Unmarshal(l, &rec); err != nil {
+			c.err = fmt.Errorf("%w: a line the agent wrote is not JSON: %v", ErrCannotCarry, err)
+			return
+		}
+		c.later(rec.Timestamp)
 		switch rec.Type {
 		case "compacted":
-			return nil, fmt.Errorf("%w: the agent compacted the conversation itself meanwhile", ErrCannotCarry)
+			c.err = fmt.Errorf("%w: the agent compacted the conversation itself meanwhile", ErrCannotCarry)
+			return
 		case "response_item":
-			items = append(items, rec.Payload)
+			c.items = append(append(c.items, ','), bytes.TrimSpace(rec.Payload)...)
 		}
 	}
-	blockRec, err := codexCompacted(tail[first].Data)
-	if err != nil {
-		return nil, err
-	}
-	latest, err := codexCompacted(tail[last].Data)
-	if err != nil {
-		return nil, err
-	}
-	all, err := carryLines(tail)
-	if err != nil {
-		return nil, err
-	}
-	t := newest(all).Add(time.Millisecond)
-	var random [16]byte
-	_, _ = rand.Read(random[:])
-	rec := codexCompactedLine{Timestamp: stamp(t), Type: "compacted"}
-	p := &rec.Payload
-	p.Message = blockRec.Payload.Message
-	p.ReplacementHistory = append(slices.Clip(blockRec.Payload.ReplacementHistory), items...)
-	p.WindowNumber, p.FirstWindowID = latest.Payload.WindowNumber+1, latest.Payload.FirstWindowID
-	p.PreviousWindowID, p.WindowID = latest.Payload.WindowID, uuidV7(t, random[:])
-	return codexRecords(rec, t)
 }
 
-// codexCompacted reads the compacted record that starts an appended block.
-func codexCompacted(block []byte) (codexCompactedLine, error) {
-	var rec codexCompactedLine
-	for _, l := range splitLines(block) {
-		if json.Unmarshal(l, &rec) == nil && rec.Type == "compacted" {
-			return rec, nil
+// The compacted records this package writes (codexCompactedLine) end
+// with the window fields, right after the replacement history.
+var (
+	compactedStart = []byte(`{"timestamp":"`)
+	windowFields   = []byte(`],"window_number":`)
+)
+
+// codex writes a compacted record whose replacement history is the
+// block's and the agent's items, and whose window follows the latest
+// record's. Both records were written by codexRecords, so they are cut
+// where their fields are rather than parsed: the history can be large.
+func (c *Carrier) codex(block, latest []byte) ([]byte, error) {
+	rec, ok := firstLine(block)
+	head, ok2 := bytes.CutPrefix(rec, compactedStart)
+	cut := bytes.LastIndex(head, windowFields)
+	if !ok || !ok2 || cut < 0 || bytes.IndexByte(head, '"') < 0 {
+		return nil, fmt.Errorf("%w: the block holds no compacted record", ErrCannotCarry)
+	}
+	var blockTime struct {
+		Timestamp string `json:"timestamp"`
+	}
+	if json.Unmarshal(rec, &blockTime) == nil {
+		c.later(blockTime.Timestamp)
+	}
+	history := head[bytes.IndexByte(head, '"'):cut] // from the timestamp's closing quote to the history's last item
+	items := c.items
+	if bytes.HasSuffix(history, []byte("[")) {
+		items = items[min(1, len(items)):] // the history was empty: no comma before the first
+	}
+	lrec, ok := firstLine(latest)
+	var win struct {
+		WindowNumber  int    `json:"window_number"`
+		FirstWindowID string `json:"first_window_id"`
+		WindowID      string `json:"window_id"`
+	}
+	at := bytes.LastIndex(lrec, windowFields)
+	if !ok || at < 0 || json.Unmarshal(append([]byte(`{"window_number":`), bytes.TrimSuffix(lrec[at+len(windowFields):], []byte("}"))...), &win) != nil {
+		return nil, fmt.Errorf("%w: our latest record holds no window", ErrCannotCarry)
+	}
+	t := c.newest.Add(time.Millisecond)
+	var random [16]byte
+	_, _ = rand.Read(random[:])
+	window, err := marshal(struct {
+		WindowNumber     int    `json:"window_number"`
+		FirstWindowID    string `json:"first_window_id"`
+		PreviousWindowID string `json:"previous_window_id"`
+		WindowID         string `json:"window_id"`
+	}{win.WindowNumber + 1, win.FirstWindowID, win.WindowID, uuidV7(t, random[:])})
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.Grow(len(rec) + len(items) + 256)
+	out.Write(compactedStart)
+	out.WriteString(stamp(t))
+	out.Write(history)
+	out.Write(items)
+	out.WriteString("],")
+	out.Write(window[1:]) // the window's members, and the payload's closing brace
+	out.WriteString("}\n")
+	event, err := marshal(struct {
+		Timestamp string            `json:"timestamp"`
+		Type      string            `json:"type"`
+		Payload   map[string]string `json:"payload"`
+	}{stamp(t.Add(time.Millisecond)), "event_msg", map[string]string{"type": "context_compacted"}})
+	if err != nil {
+		return nil, err
+	}
+	out.Write(event)
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// firstLine is the first non-empty line of b.
+func firstLine(b []byte) ([]byte, bool) {
+	for _, l := range splitLines(b) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			return l, true
 		}
 	}
-	return rec, fmt.Errorf("%w: the block holds no compacted record", ErrCannotCarry)
+	return nil, false
 }

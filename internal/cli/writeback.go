@@ -167,12 +167,19 @@ func (w *writeBackReport) String() string {
 // carryFor is how lines an agent wrote while a compaction was appended
 // to its file are carried after it, in the file's format.
 func carryFor(format string) host.CarryFunc {
+	var c *formats.Carrier
+	var runs []formats.Landed
 	return func(tail []host.Landed) ([]byte, error) {
-		runs := make([]formats.Landed, len(tail))
-		for i, l := range tail {
-			runs[i] = formats.Landed{Data: l.Data, Ours: l.Ours, Unseen: l.Unseen}
+		if c == nil {
+			var err error
+			if c, err = formats.NewCarrier(format); err != nil {
+				return nil, err
+			}
 		}
-		return formats.Carry(format, runs)
+		for _, l := range tail[len(runs):] {
+			runs = append(runs, formats.Landed{Data: l.Data, Ours: l.Ours, Unseen: l.Unseen})
+		}
+		return c.Carry(runs)
 	}
 }
 
