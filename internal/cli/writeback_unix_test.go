@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -41,42 +40,6 @@ func TestCompactInPlaceRefusesALockedSession(t *testing.T) {
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(orig, data), "nothing was appended")
-}
-
-// syntheticSession is a small session of format with turns exchanges of
-// a few hundred bytes each: enough to compact at a small window.
-func syntheticSession(format string, turns int) []byte {
-	var b bytes.Buffer
-	filler := strings.Repeat("the parser keeps the offsets of every token it reads, ", 8)
-	t0 := time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC)
-	at := func(i int) string { return t0.Add(time.Duration(i) * time.Second).Format("2006-01-02T15:04:05.000Z") }
-	switch format {
-	case formats.ClaudeCode:
-		parent := "null"
-		for i := 0; i < turns; i++ {
-			u, a := fmt.Sprintf("5e55a000-0000-4000-8000-%012d", 2*i), fmt.Sprintf("5e55a000-0000-4000-8000-%012d", 2*i+1)
-			fmt.Fprintf(&b, `{"parentUuid":%s,"isSidechain":false,"userType":"external","cwd":"/w","sessionId":"5e55a000-0000-4000-8000-000000000000","version":"2.1.47","type":"user","message":{"role":"user","content":"question %d: %s"},"uuid":%q,"timestamp":%q}`+"\n", parent, i, filler, u, at(2*i))
-			fmt.Fprintf(&b, `{"parentUuid":%q,"isSidechain":false,"userType":"external","cwd":"/w","sessionId":"5e55a000-0000-4000-8000-000000000000","version":"2.1.47","type":"assistant","message":{"id":"msg_%d","role":"assistant","content":[{"type":"text","text":"answer %d: %s"}]},"uuid":%q,"timestamp":%q}`+"\n", u, i, i, filler, a, at(2*i+1))
-			parent = strconv.Quote(a)
-		}
-	case formats.Codex:
-		fmt.Fprintf(&b, `{"timestamp":%q,"type":"session_meta","payload":{"id":"019f36b8-7808-7b53-b256-000000000000","timestamp":%q,"cwd":"/w","cli_version":"0.1","base_instructions":{"text":"You are a coding agent."}}}`+"\n", at(0), at(0))
-		for i := 0; i < turns; i++ {
-			fmt.Fprintf(&b, `{"timestamp":%q,"type":"turn_context","payload":{"turn_id":"turn-%d","model":"gpt-x"}}`+"\n", at(2*i), i)
-			fmt.Fprintf(&b, `{"timestamp":%q,"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"question %d: %s"}]}}`+"\n", at(2*i), i, filler)
-			fmt.Fprintf(&b, `{"timestamp":%q,"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"answer %d: %s"}]}}`+"\n", at(2*i+1), i, filler)
-		}
-	}
-	return b.Bytes()
-}
-
-// agentLine is line n as the agent of format appends it.
-func agentLine(format string, n int) []byte {
-	ts := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
-	if format == formats.ClaudeCode {
-		return fmt.Appendf(nil, `{"parentUuid":"a9e00000-0000-4000-8000-%012d","isSidechain":false,"userType":"external","cwd":"/w","sessionId":"5e55a000-0000-4000-8000-000000000000","version":"2.1.47","type":"user","message":{"role":"user","content":"agent line %d"},"uuid":"a9e00000-0000-4000-8000-%012d","timestamp":%q}`+"\n", n-1, n, n, ts)
-	}
-	return fmt.Appendf(nil, `{"timestamp":%q,"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"agent line %d"}]}}`+"\n", ts, n)
 }
 
 // TestAgentProcess is not a test: run by TestCompactInPlaceWhileTheAgentWrites
@@ -181,25 +144,6 @@ func startAgent(t *testing.T, path, format string, quiet bool) (stop func() int)
 	}
 }
 
-// agentLinesSeen is the numbers of the agent's lines in the conversation
-// the agent continues from the file, in order.
-func agentLinesSeen(t *testing.T, path string) []int {
-	t.Helper()
-	s, err := formats.ReadFile(path)
-	require.NoError(t, err)
-	out := []int{}
-	for _, m := range s.Compacted() {
-		for _, b := range m.Content {
-			if rest, ok := strings.CutPrefix(b.Text, "agent line "); ok {
-				n, err := strconv.Atoi(rest)
-				require.NoError(t, err)
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
 // An agent that appends to its session file while compact --in-place
 // compacts it, lines landing before, during and after the append, loses
 // none: after every run, the conversation the agent continues from the
@@ -263,12 +207,4 @@ func TestCompactInPlaceWhileTheAgentWrites(t *testing.T) {
 			assert.Positive(t, outcomes["carried"], "the agent wrote while the compaction was appended, and its lines were carried")
 		})
 	}
-}
-
-func seq(from, to int) []int {
-	out := []int{}
-	for i := from; i <= to; i++ {
-		out = append(out, i)
-	}
-	return out
 }
