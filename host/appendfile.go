@@ -97,7 +97,8 @@ type Landed struct {
 // CarryFunc makes the records that bring the lines another program
 // appended into what a reader of the file sees after our own: tail is
 // the file after the offset it was read to, in order, ending with the
-// complete lines found after our latest append. It returns nil when no
+// complete lines found after our latest append. Each call's tail extends
+// the one before: runs are added, never changed. It returns nil when no
 // line of tail is hidden from the reader, and an error when a hidden line
 // cannot be carried.
 type CarryFunc func(tail []Landed) ([]byte, error)

@@ -740,7 +740,10 @@ type Carrier struct {
 	read   int       // the runs of the tail read so far
 	newest time.Time // the latest timestamp of the block and the agent's lines
 	items  []byte    // Codex: the agent's items read so far, each after a comma
-	err    error     // what made the lines impossible to carry
+	// history is the block's compacted record from its timestamp's
+	// closing quote to the end of its replacement history.
+	history []byte
+	err     error // what made the lines impossible to carry
 }
 
 // NewCarrier returns the Carrier of a file of format (ClaudeCode or
@@ -923,20 +926,17 @@ var (
 // record's. Both records were written by codexRecords, so they are cut
 // where their fields are rather than parsed: the history can be large.
 func (c *Carrier) codex(block, latest []byte) ([]byte, error) {
-	rec, ok := firstLine(block)
-	head, ok2 := bytes.CutPrefix(rec, compactedStart)
-	cut := bytes.LastIndex(head, windowFields)
-	if !ok || !ok2 || cut < 0 || bytes.IndexByte(head, '"') < 0 {
-		return nil, fmt.Errorf("%w: the block holds no compacted record", ErrCannotCarry)
+	if c.history == nil {
+		rec, _ := firstLine(block)
+		head, ok := bytes.CutPrefix(rec, compactedStart)
+		stampEnd, cut := bytes.IndexByte(head, '"'), bytes.LastIndex(head, windowFields)
+		if !ok || stampEnd < 0 || cut < stampEnd {
+			return nil, fmt.Errorf("%w: the block holds no compacted record", ErrCannotCarry)
+		}
+		c.later(string(head[:stampEnd]))
+		c.history = head[stampEnd:cut] // from the timestamp's closing quote to the history's last item
 	}
-	var blockTime struct {
-		Timestamp string `json:"timestamp"`
-	}
-	if json.Unmarshal(rec, &blockTime) == nil {
-		c.later(blockTime.Timestamp)
-	}
-	history := head[bytes.IndexByte(head, '"'):cut] // from the timestamp's closing quote to the history's last item
-	items := c.items
+	history, items := c.history, c.items
 	if bytes.HasSuffix(history, []byte("[")) {
 		items = items[min(1, len(items)):] // the history was empty: no comma before the first
 	}
@@ -963,7 +963,7 @@ func (c *Carrier) codex(block, latest []byte) ([]byte, error) {
 		return nil, err
 	}
 	var out bytes.Buffer
-	out.Grow(len(rec) + len(items) + 256)
+	out.Grow(len(history) + len(items) + 256)
 	out.Write(compactedStart)
 	out.WriteString(stamp(t))
 	out.Write(history)

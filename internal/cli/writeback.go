@@ -145,7 +145,8 @@ func writeBack(a *app, in *input, src *source, o *compactOptions, rep *compactRe
 // --in-place: "appended" right after the lines read; "carried" when the
 // agent wrote lines while it was appended, which were carried after it;
 // "rolled_back" when they could not be, and the compaction was taken out
-// again (exit 7).
+// again (exit 7); "unresolved" when it could not be taken out either,
+// since the agent wrote after it too (exit 7, the message says where).
 type writeBackReport struct {
 	Outcome      string `json:"outcome"`
 	AgentLines   int    `json:"agent_lines"`
@@ -155,11 +156,17 @@ type writeBackReport struct {
 
 // String is the report's line for people.
 func (w *writeBackReport) String() string {
+	lines := fmt.Sprintf("%d lines", w.AgentLines)
+	if w.AgentLines == 1 {
+		lines = "1 line"
+	}
 	switch w.Outcome {
 	case host.OutcomeCarried:
-		return fmt.Sprintf("the agent wrote %d lines while the compaction was appended; they were carried after it (%d appends, %s bytes)", w.AgentLines, w.Appends, num(int(w.CarriedBytes)))
+		return fmt.Sprintf("the agent wrote %s while the compaction was appended; carried after it (%d appends, %s bytes)", lines, w.Appends, num(int(w.CarriedBytes)))
 	case host.OutcomeRolledBack:
-		return fmt.Sprintf("the agent wrote %d lines while the compaction was appended; the compaction was taken back", w.AgentLines)
+		return fmt.Sprintf("the agent wrote %s while the compaction was appended; the compaction was taken back", lines)
+	case host.OutcomeUnresolved:
+		return fmt.Sprintf("the agent wrote %s while the compaction was appended, and after it; the compaction stays", lines)
 	}
 	return ""
 }

@@ -302,7 +302,7 @@ func TestCompactInPlaceCarriedTextReport(t *testing.T) {
 	path := writeFile(t, "session.jsonl", string(syntheticSession(formats.ClaudeCode, 24)))
 	r := compactWithAgent(t, path, agentLine(formats.ClaudeCode, 1))
 	require.Equal(t, ExitOK, r.code, "%s%s", r.stdout, r.stderr)
-	assert.Contains(t, r.stdout, "the agent wrote 1 lines while the compaction was appended; they were carried after it (2 appends")
+	assert.Contains(t, r.stdout, "the agent wrote 1 line while the compaction was appended; carried after it (2 appends")
 }
 
 // Lines that cannot be carried (the agent compacted the conversation
