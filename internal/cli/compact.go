@@ -60,9 +60,11 @@ says. A compact-host session log keeps every original message, so
 input log itself. Anthropic and OpenAI request files are written as the
 compacted request. A Claude Code session or Codex rollout gets the
 compaction appended the way the agent records its own, so resuming it in
-the agent continues from the summary; with --in-place the file itself,
-which must not be in use by a running agent (exit 7 if it changes while
-compact-host works). Other formats are written as a session log.
+the agent continues from the summary; with --in-place the file itself.
+Lines a running agent appends meanwhile are carried after the compaction
+(the report says "carried"); a file that is replaced, shortened or edited,
+or lines that cannot be carried, are refused with exit 7 and leave the
+file as the agent wrote it. Other formats are written as a session log.
 
 Examples:
   compact-host compact --strategy=structured session.jsonl
