@@ -203,7 +203,7 @@ func AppendCarrying(st FileState, block []byte, carry CarryFunc, timeout time.Du
 			return w.rollBack(fmt.Errorf("lines still landed before the compaction after %d appends carrying them", maxCarryRounds))
 		}
 		if err := w.append(more); err != nil {
-			return AppendResult{}, err
+			return w.rollBack(err)
 		}
 		res.Outcome, res.Appends, res.CarriedBytes = OutcomeCarried, res.Appends+1, res.CarriedBytes+int64(len(more))
 	}
