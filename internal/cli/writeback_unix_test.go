@@ -153,7 +153,7 @@ func startAgent(t *testing.T, path, format string, quiet bool) (stop func() int)
 // compact-host holds the file's lock, and every other run only then.
 func TestCompactInPlaceWhileTheAgentWrites(t *testing.T) {
 	runs := 50
-	if testing.Short() {
+	if testing.Short() || raceDetector {
 		runs = 10
 	}
 	for _, format := range []string{formats.ClaudeCode, formats.Codex} {
