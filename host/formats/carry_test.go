@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -197,7 +198,12 @@ func TestCarryCodexAgain(t *testing.T) {
 	assert.Equal(t, w1.Payload.WindowID, w2.Payload.PreviousWindowID)
 	assert.Equal(t, "the summary", w2.Payload.Message)
 
-	none, err := c.Carry(append(tail, Landed{Data: agentWrites(t, Codex, data, 4, 1)}, Landed{Data: c2, Ours: true}))
+	events := []byte(`{"timestamp":"2031-01-01T00:00:09.000Z","type":"event_msg","payload":{"type":"token_count","info":null}}` + "\n")
+	none, err := c.Carry(append(slices.Clone(tail), Landed{Data: events, Unseen: true}, Landed{Data: c2, Ours: true}))
+	require.NoError(t, err)
+	assert.Nil(t, none, "events are not in the history: nothing is hidden")
+
+	none, err = c.Carry(append(tail, Landed{Data: agentWrites(t, Codex, data, 4, 1)}, Landed{Data: c2, Ours: true}))
 	require.NoError(t, err)
 	assert.Nil(t, none, "the line before the latest record was read when it was made")
 }

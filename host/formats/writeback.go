@@ -778,8 +778,8 @@ func (c *Carrier) Carry(tail []Landed) ([]byte, error) {
 		}
 		return c.claudeCode(tail[:first], tail[first].Data)
 	}
-	if last == 0 || !tail[last-1].Unseen {
-		return nil, nil // every line before our latest record is in it
+	if !c.codexHidden(tail[:last]) {
+		return nil, nil // every item before our latest record is in it
 	}
 	for ; c.read < len(tail); c.read++ {
 		if r := tail[c.read]; !r.Ours {
@@ -885,6 +885,24 @@ func (c *Carrier) claudeCode(before []Landed, block []byte) ([]byte, error) {
 		return nil, nil
 	}
 	return out.Bytes(), nil
+}
+
+// codexHidden reports whether the agent's runs that landed unseen right
+// before our latest record hold an item of the history, or a record that
+// changes it: Codex writes many events that are not in the history, and
+// they need no carry.
+func (c *Carrier) codexHidden(before []Landed) bool {
+	for i := len(before) - 1; i >= 0 && !before[i].Ours && before[i].Unseen; i-- {
+		for _, l := range splitLines(before[i].Data) {
+			var rec struct {
+				Type string `json:"type"`
+			}
+			if len(bytes.TrimSpace(l)) > 0 && (json.Unmarshal(l, &rec) != nil || rec.Type == "response_item" || rec.Type == "compacted") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // codexItems reads the response items of one of the agent's runs.
