@@ -14,7 +14,7 @@ import (
 
 // A file another program holds the lock of is refused once the wait
 // runs out, and nothing is written.
-func TestAppendIfUnchangedRefusesALockedFile(t *testing.T) {
+func TestAppendRefusesALockedFile(t *testing.T) {
 	path := writeTemp(t, "{\"a\":1}\n")
 	_, st, err := ReadFileState(path, 0)
 	require.NoError(t, err)
@@ -24,7 +24,7 @@ func TestAppendIfUnchangedRefusesALockedFile(t *testing.T) {
 	require.NoError(t, syscall.Flock(int(holder.Fd()), syscall.LOCK_EX))
 
 	began := time.Now()
-	_, err = AppendIfUnchanged(st, []byte("{\"ours\":1}\n"), 50*time.Millisecond)
+	_, err = appendNoCarry(t, st, []byte("{\"ours\":1}\n"), 50*time.Millisecond)
 	require.ErrorIs(t, err, ErrLogBusy)
 	assert.Contains(t, err.Error(), path)
 	assert.Less(t, time.Since(began), 20*time.Second)
@@ -33,6 +33,6 @@ func TestAppendIfUnchangedRefusesALockedFile(t *testing.T) {
 	assert.Equal(t, "{\"a\":1}\n", string(data))
 
 	require.NoError(t, syscall.Flock(int(holder.Fd()), syscall.LOCK_UN))
-	_, err = AppendIfUnchanged(st, []byte("{\"ours\":1}\n"), 0)
+	_, err = appendNoCarry(t, st, []byte("{\"ours\":1}\n"), 0)
 	assert.NoError(t, err, "once released the append goes in")
 }

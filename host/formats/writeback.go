@@ -410,45 +410,63 @@ func claudeCodeBlock(lines [][]byte, kept []int, wb WriteBack) ([]byte, error) {
 		out.Write(line)
 		out.WriteByte('\n')
 	}
-	copied := map[string]string{}
-	idSuffix := "-" + sum.UUID[:8]
-	parent := sum.UUID
+	cp := ccCopier{summary: sum.UUID, parent: sum.UUID, copied: map[string]string{}, short: wb.Shortened}
 	for k, n := range kept {
-		l := lines[n-1]
-		var rec struct {
-			UUID                    string `json:"uuid"`
-			SourceToolAssistantUUID string `json:"sourceToolAssistantUUID"`
-			Message                 struct {
-				ID string `json:"id"`
-			} `json:"message"`
-		}
-		if err := json.Unmarshal(l, &rec); err != nil || rec.UUID == "" {
-			return nil, fmt.Errorf("%w: line %d, a kept message, has no uuid", ErrNotWritable, n)
-		}
-		uuid := copyUUID(sum.UUID, rec.UUID)
-		copied[rec.UUID] = uuid
-		set := map[string][]byte{
-			"uuid":       quoted(uuid),
-			"parentUuid": quoted(parent),
-			"timestamp":  quoted(stamp(t.Add(time.Duration(k+2) * time.Millisecond))),
-		}
-		if c, ok := copied[rec.SourceToolAssistantUUID]; ok {
-			set["sourceToolAssistantUUID"] = quoted(c)
-		}
-		if msg, err := copiedMessage(l, rec.Message.ID, idSuffix, wb.Shortened); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
-		} else if msg != nil {
-			set["message"] = msg
-		}
-		line, err := setMembers(l, span{0, len(l)}, nil, set)
+		line, err := cp.copy(lines[n-1], t.Add(time.Duration(k+2)*time.Millisecond))
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
 		}
 		out.Write(line)
 		out.WriteByte('\n')
-		parent = uuid
 	}
 	return out.Bytes(), nil
+}
+
+// ccCopier copies Claude Code message lines after a compact summary,
+// each chained after the one before.
+type ccCopier struct {
+	summary string            // the compact summary's uuid
+	parent  string            // the uuid the next copy chains after
+	copied  map[string]string // copy uuids by original uuid
+	short   map[string]string // shortened tool results, by tool_use ID
+}
+
+// copy returns the copy of line l dated t: its uuid derived from the
+// summary's and its own, chained after the copy before, its tool results'
+// sourceToolAssistantUUID pointed at a copied line, its message.id
+// suffixed with the summary's.
+func (c *ccCopier) copy(l []byte, t time.Time) ([]byte, error) {
+	var rec struct {
+		UUID                    string `json:"uuid"`
+		SourceToolAssistantUUID string `json:"sourceToolAssistantUUID"`
+		Message                 struct {
+			ID string `json:"id"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(l, &rec); err != nil || rec.UUID == "" {
+		return nil, errors.New("a kept message has no uuid")
+	}
+	uuid := copyUUID(c.summary, rec.UUID)
+	c.copied[rec.UUID] = uuid
+	set := map[string][]byte{
+		"uuid":       quoted(uuid),
+		"parentUuid": quoted(c.parent),
+		"timestamp":  quoted(stamp(t)),
+	}
+	if cp, ok := c.copied[rec.SourceToolAssistantUUID]; ok {
+		set["sourceToolAssistantUUID"] = quoted(cp)
+	}
+	if msg, err := copiedMessage(l, rec.Message.ID, "-"+c.summary[:8], c.short); err != nil {
+		return nil, err
+	} else if msg != nil {
+		set["message"] = msg
+	}
+	line, err := setMembers(l, span{0, len(l)}, nil, set)
+	if err != nil {
+		return nil, err
+	}
+	c.parent = uuid
+	return line, nil
 }
 
 // copiedMessage returns the message object of a copied line: its id given
@@ -583,21 +601,31 @@ func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error
 		return nil, err
 	}
 	hist[len(pinned)] = sb
-	rec := struct {
-		Timestamp string `json:"timestamp"`
-		Type      string `json:"type"`
-		Payload   struct {
-			Message            string            `json:"message"`
-			ReplacementHistory []json.RawMessage `json:"replacement_history"`
-			WindowNumber       int               `json:"window_number"`
-			FirstWindowID      string            `json:"first_window_id"`
-			PreviousWindowID   string            `json:"previous_window_id"`
-			WindowID           string            `json:"window_id"`
-		} `json:"payload"`
-	}{Timestamp: stamp(t), Type: "compacted"}
+	rec := codexCompactedLine{Timestamp: stamp(t), Type: "compacted"}
 	p := &rec.Payload
 	p.Message, p.ReplacementHistory = wb.Summary, hist
 	p.WindowNumber, p.FirstWindowID, p.PreviousWindowID, p.WindowID = win.Number+1, win.First, previous, uuidV7(t, random[:])
+	return codexRecords(rec, t)
+}
+
+// codexCompactedLine is a rollout's compacted record, its fields in
+// Codex's order.
+type codexCompactedLine struct {
+	Timestamp string `json:"timestamp"`
+	Type      string `json:"type"`
+	Payload   struct {
+		Message            string            `json:"message"`
+		ReplacementHistory []json.RawMessage `json:"replacement_history"`
+		WindowNumber       int               `json:"window_number"`
+		FirstWindowID      string            `json:"first_window_id"`
+		PreviousWindowID   string            `json:"previous_window_id"`
+		WindowID           string            `json:"window_id"`
+	} `json:"payload"`
+}
+
+// codexRecords are the compacted record rec, dated t, and the
+// context_compacted event Codex writes after one.
+func codexRecords(rec codexCompactedLine, t time.Time) ([]byte, error) {
 	event := struct {
 		Timestamp string            `json:"timestamp"`
 		Type      string            `json:"type"`
@@ -675,4 +703,311 @@ func (s *Session) Compacted() []abi.Message {
 	}
 	out = append(out, c.Replacement[i:]...)
 	return append(out, s.Messages[c.FirstKept:]...)
+}
+
+// Landed is a run of the bytes an agent's file holds after the offset a
+// compaction was made from (host.Landed): our appends, the first of them
+// the block AppendCompaction returned, and the lines the agent appended
+// meanwhile. Unseen marks the agent's lines that landed before one of our
+// appends without having been read when it was made.
+type Landed struct {
+	Data   []byte
+	Ours   bool
+	Unseen bool
+}
+
+// ErrCannotCarry: lines an agent wrote before a compaction's block cannot
+// be carried after it (the agent compacted itself meanwhile, or wrote a
+// line that is not one of its records).
+var ErrCannotCarry = errors.New("formats: cannot carry the agent's lines after the compaction")
+
+// A Carrier makes the records that carry the lines an agent wrote while
+// a compaction was appended to its file into the conversation it
+// continues (Session.Compacted), in the order it wrote them.
+//
+// Claude Code: copies of the message lines that landed before the block
+// are chained after its last line, as the kept lines are; lines after the
+// block are read after the compaction already. Codex: a compaction
+// replaces everything before it, so when lines landed unseen before our
+// latest compacted record, a new one follows whose replacement history is
+// the block's and every item the agent wrote since, in order.
+//
+// A Carrier is called again as the tail grows (host.AppendCarrying): it
+// reads each run of the agent's once, so a carry is made again in the
+// time of a copy of the block, not of a parse of it.
+type Carrier struct {
+	format string
+	read   int       // the runs of the tail read so far
+	newest time.Time // the latest timestamp of the block and the agent's lines
+	items  []byte    // Codex: the agent's items read so far, each after a comma
+	// history is the block's compacted record from its timestamp's
+	// closing quote to the end of its replacement history.
+	history []byte
+	err     error // what made the lines impossible to carry
+}
+
+// NewCarrier returns the Carrier of a file of format (ClaudeCode or
+// Codex).
+func NewCarrier(format string) (*Carrier, error) {
+	if format != ClaudeCode && format != Codex {
+		return nil, fmt.Errorf("%w: it is %s", ErrNotWritable, describeFormat(format))
+	}
+	return &Carrier{format: format}, nil
+}
+
+// Carry returns the records to append to the file whose tail after the
+// bytes a compaction was made from is tail, its first run of ours the
+// compaction's block; nil when no line of the agent's is hidden. Each
+// call's tail extends the one before.
+func (c *Carrier) Carry(tail []Landed) ([]byte, error) {
+	first, last, ours := -1, -1, 0
+	for i, r := range tail {
+		if r.Ours {
+			if first < 0 {
+				first = i
+			}
+			last, ours = i, ours+1
+		}
+	}
+	if first < 0 {
+		return nil, nil
+	}
+	if c.format == ClaudeCode {
+		if first == 0 || ours > 1 {
+			return nil, nil // nothing landed before the block, or it was carried
+		}
+		return c.claudeCode(tail[:first], tail[first].Data)
+	}
+	if !c.codexHidden(tail[:last]) {
+		return nil, nil // every item before our latest record is in it
+	}
+	for ; c.read < len(tail); c.read++ {
+		if r := tail[c.read]; !r.Ours {
+			c.codexItems(r.Data)
+		}
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.codex(tail[first].Data, tail[last].Data)
+}
+
+// agentLines are the lines of an agent's run, without empty ones; a run
+// that does not end with a complete line is refused.
+func agentLines(run []byte) ([][]byte, error) {
+	if len(run) > 0 && run[len(run)-1] != '\n' {
+		return nil, fmt.Errorf("%w: the agent's last line before the compaction is incomplete", ErrCannotCarry)
+	}
+	var out [][]byte
+	for _, l := range splitLines(run) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// later keeps t in c.newest if it is later.
+func (c *Carrier) later(ts string) {
+	if t, err := time.Parse(time.RFC3339Nano, ts); err == nil && t.After(c.newest) {
+		c.newest = t
+	}
+}
+
+func (c *Carrier) claudeCode(before []Landed, block []byte) ([]byte, error) {
+	var hidden [][]byte
+	for _, r := range before {
+		lines, err := agentLines(r.Data)
+		if err != nil {
+			return nil, err
+		}
+		hidden = append(hidden, lines...)
+	}
+	cp := ccCopier{copied: map[string]string{}}
+	inBlock := map[string]bool{}
+	for _, l := range splitLines(block) {
+		var rec struct {
+			UUID             string `json:"uuid"`
+			IsCompactSummary bool   `json:"isCompactSummary"`
+			Timestamp        string `json:"timestamp"`
+		}
+		if json.Unmarshal(l, &rec) != nil || rec.UUID == "" {
+			continue
+		}
+		if rec.IsCompactSummary {
+			cp.summary = rec.UUID
+		}
+		cp.parent, inBlock[rec.UUID] = rec.UUID, true
+		c.later(rec.Timestamp)
+	}
+	if len(cp.summary) < 8 {
+		return nil, fmt.Errorf("%w: the block holds no compact summary", ErrCannotCarry)
+	}
+	type ccLine struct {
+		Type                    string `json:"type"`
+		Subtype                 string `json:"subtype"`
+		UUID                    string `json:"uuid"`
+		IsSidechain             bool   `json:"isSidechain"`
+		IsCompactSummary        bool   `json:"isCompactSummary"`
+		SourceToolAssistantUUID string `json:"sourceToolAssistantUUID"`
+		Timestamp               string `json:"timestamp"`
+	}
+	recs := make([]ccLine, len(hidden))
+	for i, l := range hidden {
+		if err := json.Unmarshal(l, &recs[i]); err != nil {
+			return nil, fmt.Errorf("%w: a line the agent wrote is not JSON: %v", ErrCannotCarry, err)
+		}
+		c.later(recs[i].Timestamp)
+	}
+	var out bytes.Buffer
+	for i, l := range hidden {
+		rec := recs[i]
+		switch {
+		case rec.Subtype == "compact_boundary" || rec.IsCompactSummary:
+			return nil, fmt.Errorf("%w: the agent compacted the conversation itself meanwhile", ErrCannotCarry)
+		case rec.Type != "user" && rec.Type != "assistant" || rec.IsSidechain:
+			continue // not in the conversation sent to the model
+		}
+		// A tool result may come from a kept line, whose copy's uuid is
+		// derived from it.
+		if s := rec.SourceToolAssistantUUID; s != "" && cp.copied[s] == "" && inBlock[copyUUID(cp.summary, s)] {
+			cp.copied[s] = copyUUID(cp.summary, s)
+		}
+		c.newest = c.newest.Add(time.Millisecond)
+		line, err := cp.copy(l, c.newest)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCannotCarry, err)
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+	}
+	if out.Len() == 0 {
+		return nil, nil
+	}
+	return out.Bytes(), nil
+}
+
+// codexHidden reports whether the agent's runs that landed unseen right
+// before our latest record hold an item of the history, or a record that
+// changes it: Codex writes many events that are not in the history, and
+// they need no carry.
+func (c *Carrier) codexHidden(before []Landed) bool {
+	for i := len(before) - 1; i >= 0 && !before[i].Ours && before[i].Unseen; i-- {
+		for _, l := range splitLines(before[i].Data) {
+			var rec struct {
+				Type string `json:"type"`
+			}
+			if len(bytes.TrimSpace(l)) > 0 && (json.Unmarshal(l, &rec) != nil || rec.Type == "response_item" || rec.Type == "compacted") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// codexItems reads the response items of one of the agent's runs.
+func (c *Carrier) codexItems(run []byte) {
+	lines, err := agentLines(run)
+	if err != nil {
+		c.err = err
+		return
+	}
+	for _, l := range lines {
+		var rec struct {
+			codexLine
+			Timestamp string `json:"timestamp"`
+		}
+		if err := json.Unmarshal(l, &rec); err != nil {
+			c.err = fmt.Errorf("%w: a line the agent wrote is not JSON: %v", ErrCannotCarry, err)
+			return
+		}
+		c.later(rec.Timestamp)
+		switch rec.Type {
+		case "compacted":
+			c.err = fmt.Errorf("%w: the agent compacted the conversation itself meanwhile", ErrCannotCarry)
+			return
+		case "response_item":
+			c.items = append(append(c.items, ','), bytes.TrimSpace(rec.Payload)...)
+		}
+	}
+}
+
+// The compacted records this package writes (codexCompactedLine) end
+// with the window fields, right after the replacement history.
+var (
+	compactedStart = []byte(`{"timestamp":"`)
+	windowFields   = []byte(`],"window_number":`)
+)
+
+// codex writes a compacted record whose replacement history is the
+// block's and the agent's items, and whose window follows the latest
+// record's. Both records were written by codexRecords, so they are cut
+// where their fields are rather than parsed: the history can be large.
+func (c *Carrier) codex(block, latest []byte) ([]byte, error) {
+	if c.history == nil {
+		rec, _ := firstLine(block)
+		head, ok := bytes.CutPrefix(rec, compactedStart)
+		stampEnd, cut := bytes.IndexByte(head, '"'), bytes.LastIndex(head, windowFields)
+		if !ok || stampEnd < 0 || cut < stampEnd {
+			return nil, fmt.Errorf("%w: the block holds no compacted record", ErrCannotCarry)
+		}
+		c.later(string(head[:stampEnd]))
+		c.history = head[stampEnd:cut] // from the timestamp's closing quote to the history's last item
+	}
+	history, items := c.history, c.items
+	if bytes.HasSuffix(history, []byte("[")) {
+		items = items[min(1, len(items)):] // the history was empty: no comma before the first
+	}
+	lrec, ok := firstLine(latest)
+	var win struct {
+		WindowNumber  int    `json:"window_number"`
+		FirstWindowID string `json:"first_window_id"`
+		WindowID      string `json:"window_id"`
+	}
+	at := bytes.LastIndex(lrec, windowFields)
+	if !ok || at < 0 || json.Unmarshal(append([]byte(`{"window_number":`), bytes.TrimSuffix(lrec[at+len(windowFields):], []byte("}"))...), &win) != nil {
+		return nil, fmt.Errorf("%w: our latest record holds no window", ErrCannotCarry)
+	}
+	t := c.newest.Add(time.Millisecond)
+	var random [16]byte
+	_, _ = rand.Read(random[:])
+	window, err := marshal(struct {
+		WindowNumber     int    `json:"window_number"`
+		FirstWindowID    string `json:"first_window_id"`
+		PreviousWindowID string `json:"previous_window_id"`
+		WindowID         string `json:"window_id"`
+	}{win.WindowNumber + 1, win.FirstWindowID, win.WindowID, uuidV7(t, random[:])})
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.Grow(len(history) + len(items) + 256)
+	out.Write(compactedStart)
+	out.WriteString(stamp(t))
+	out.Write(history)
+	out.Write(items)
+	out.WriteString("],")
+	out.Write(window[1:]) // the window's members, and the payload's closing brace
+	out.WriteString("}\n")
+	event, err := marshal(struct {
+		Timestamp string            `json:"timestamp"`
+		Type      string            `json:"type"`
+		Payload   map[string]string `json:"payload"`
+	}{stamp(t.Add(time.Millisecond)), "event_msg", map[string]string{"type": "context_compacted"}})
+	if err != nil {
+		return nil, err
+	}
+	out.Write(event)
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// firstLine is the first non-empty line of b.
+func firstLine(b []byte) ([]byte, bool) {
+	for _, l := range splitLines(b) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			return l, true
+		}
+	}
+	return nil, false
 }

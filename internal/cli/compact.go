@@ -60,9 +60,11 @@ says. A compact-host session log keeps every original message, so
 input log itself. Anthropic and OpenAI request files are written as the
 compacted request. A Claude Code session or Codex rollout gets the
 compaction appended the way the agent records its own, so resuming it in
-the agent continues from the summary; with --in-place the file itself,
-which must not be in use by a running agent (exit 7 if it changes while
-compact-host works). Other formats are written as a session log.
+the agent continues from the summary; with --in-place the file itself.
+Lines a running agent appends meanwhile are carried after the compaction
+(the report says "carried"); a file that is replaced, shortened or edited,
+or lines that cannot be carried, are refused with exit 7 and leave the
+file as the agent wrote it. Other formats are written as a session log.
 
 Examples:
   compact-host compact --strategy=structured session.jsonl
@@ -83,6 +85,7 @@ type compactReport struct {
 	Input string `json:"input"`
 	server.CompactReport
 	Output     string           `json:"output,omitempty"`
+	WriteBack  *writeBackReport `json:"write_back,omitempty"`
 	Compaction *host.Compaction `json:"compaction,omitempty"`
 }
 
@@ -175,6 +178,9 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	if !o.dryRun && rep.Action != sessionio.ActionNone && rep.Action != sessionio.ActionNothingToFold || (!o.dryRun && o.output != "") {
 		a.setStep("writing")
 		if err := writeOutput(a, in, src, o, &rep); err != nil {
+			if rep.WriteBack != nil && o.json {
+				_ = printCompactReport(reportTo, true, &rep) // what was taken back, for the caller's records
+			}
 			return err
 		}
 	}
@@ -280,6 +286,9 @@ func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
 	}
 	if r.Output != "" {
 		fmt.Fprintf(w, "wrote %s (%s)\n", r.Output, r.OutputFormat)
+	}
+	if r.WriteBack != nil && r.WriteBack.String() != "" {
+		fmt.Fprintln(w, r.WriteBack)
 	}
 	return nil
 }

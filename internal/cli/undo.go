@@ -26,9 +26,10 @@ so it survives a reload. Run it again to revert the compaction before.
 
 For a Claude Code session or Codex rollout that compact-host wrote a
 compaction into (--in-place or -o), undo removes exactly the lines it
-appended, leaving the file byte for byte as it was. It refuses (exit 7)
-when the file changed since: the agent went on from the compaction, or
-the file was edited.`,
+appended, leaving the file byte for byte as it was: when the agent's lines
+were carried after the compaction, the compaction and the copies go and
+the agent's lines stay. It refuses (exit 7) when the file changed since:
+the agent went on from the compaction, or the file was edited.`,
 		Example: `  compact-host undo session.compacted.jsonl
   compact-host undo ~/.claude/projects/-home-me-app/0b1c….jsonl`,
 		Args: cobra.ExactArgs(1),

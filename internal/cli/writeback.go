@@ -103,11 +103,14 @@ func writeBack(a *app, in *input, src *source, o *compactOptions, rep *compactRe
 		if src.state == nil {
 			return usageError{fmt.Errorf("--in-place needs a regular file; %s is not one", displayPath(in.path))}
 		}
-		ap, err := host.AppendIfUnchanged(*src.state, block, 0)
+		res, err := host.AppendCarrying(*src.state, block, carryFor(in.Format), 0)
+		if res.Outcome != "" {
+			rep.WriteBack = &writeBackReport{Outcome: res.Outcome, AgentLines: res.AgentLines, CarriedBytes: res.CarriedBytes, Appends: res.Appends}
+		}
 		if err != nil {
 			return err
 		}
-		return a.rememberAppend(in.path, in.Format, ap)
+		return a.rememberAppend(in.path, in.Format, res.Undo)
 	}
 	out := o.output
 	if out == "" {
@@ -136,6 +139,55 @@ func writeBack(a *app, in *input, src *source, o *compactOptions, rep *compactRe
 		return nil
 	}
 	return a.rememberAppend(out, in.Format, host.AppendedTo(sha256.Sum256(src.data), int64(len(src.data)), block))
+}
+
+// writeBackReport says how a compaction went into the agent's file with
+// --in-place: "appended" right after the lines read; "carried" when the
+// agent wrote lines while it was appended, which were carried after it;
+// "rolled_back" when they could not be, and the compaction was taken out
+// again (exit 7); "unresolved" when it could not be taken out either,
+// since the agent wrote after it too (exit 7, the message says where).
+type writeBackReport struct {
+	Outcome      string `json:"outcome"`
+	AgentLines   int    `json:"agent_lines"`
+	CarriedBytes int64  `json:"carried_bytes"`
+	Appends      int    `json:"appends"`
+}
+
+// String is the report's line for people.
+func (w *writeBackReport) String() string {
+	lines := fmt.Sprintf("%d lines", w.AgentLines)
+	if w.AgentLines == 1 {
+		lines = "1 line"
+	}
+	switch w.Outcome {
+	case host.OutcomeCarried:
+		return fmt.Sprintf("the agent wrote %s while the compaction was appended; carried after it (%d appends, %s bytes)", lines, w.Appends, num(int(w.CarriedBytes)))
+	case host.OutcomeRolledBack:
+		return fmt.Sprintf("the agent wrote %s while the compaction was appended; the compaction was taken back", lines)
+	case host.OutcomeUnresolved:
+		return fmt.Sprintf("the agent wrote %s while the compaction was appended, and after it; the compaction stays", lines)
+	}
+	return ""
+}
+
+// carryFor is how lines an agent wrote while a compaction was appended
+// to its file are carried after it, in the file's format.
+func carryFor(format string) host.CarryFunc {
+	var c *formats.Carrier
+	var runs []formats.Landed
+	return func(tail []host.Landed) ([]byte, error) {
+		if c == nil {
+			var err error
+			if c, err = formats.NewCarrier(format); err != nil {
+				return nil, err
+			}
+		}
+		for _, l := range tail[len(runs):] {
+			runs = append(runs, formats.Landed{Data: l.Data, Ours: l.Ours, Unseen: l.Unseen})
+		}
+		return c.Carry(runs)
+	}
 }
 
 // writeBackBlock is the agent's records of the latest compaction: its

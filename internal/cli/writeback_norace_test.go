@@ -1,0 +1,6 @@
+//go:build !race
+
+package cli
+
+// raceDetector: see writeback_race_test.go.
+const raceDetector = false
