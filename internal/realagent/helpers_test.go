@@ -1,0 +1,195 @@
+package realagent
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// installHint is the command that installs the pinned agents.
+const installHint = "(cd internal/realagent/testdata && npm ci --no-audit --no-fund)"
+
+// agentBin returns the path of an agent's executable installed by npm ci
+// in testdata. Locally its absence skips the test; in CI (CI=true) it
+// fails it.
+func agentBin(t *testing.T, agent Agent) string {
+	t.Helper()
+	name := map[Agent]string{ClaudeCode: "claude", Codex: "codex"}[agent]
+	p, err := filepath.Abs(filepath.Join("testdata", "node_modules", ".bin", name))
+	require.NoError(t, err)
+	if _, err := os.Stat(p); err != nil {
+		why := "the pinned agents are not installed: run " + installHint
+		if _, lookErr := exec.LookPath("npm"); lookErr != nil {
+			why = "npm is not on PATH, and the pinned agents are not installed: install Node.js 20 and npm, then run " + installHint
+		}
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and %s", why)
+		}
+		t.Skip(why)
+	}
+	return p
+}
+
+// corpusPath returns the path of a file of the shared corpus
+// (../shared/corpus above the module root), skipping the test when the
+// corpus is absent.
+func corpusPath(t *testing.T, name string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skipf("no go.mod above %s; cannot find ../shared/corpus", dir)
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "..", "shared", "corpus", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("corpus file %s not found in ../shared/corpus above the module root; skipping", name)
+	}
+	return p
+}
+
+// strings of a JSON document: every string value, at any depth, each
+// decoded once.
+func jsonStrings(t *testing.T, doc []byte) map[string]bool {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal(doc, &v))
+	out := map[string]bool{}
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out[x] = true
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+// containsText reports whether some string of set holds text.
+func containsText(set map[string]bool, text string) bool {
+	if set[text] {
+		return true
+	}
+	for s := range set {
+		if strings.Contains(s, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// records decodes each line of a JSONL file.
+func records(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, len(data)+1)
+	for sc.Scan() {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), "%s", path)
+		out = append(out, r)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+func obj(v any) map[string]any { m, _ := v.(map[string]any); return m }
+
+func list(v any) []any { l, _ := v.([]any); return l }
+
+// sessionFacts are what a session file says the agent must send when it
+// resumes, read with nothing but encoding/json so that the tests do not
+// lean on the readers under test.
+type sessionFacts struct {
+	// Kept are the tool call IDs after the agent's last compaction (all
+	// of them when it never compacted); Folded those before it.
+	Kept, Folded []string
+	// Summary is the agent's last summary as the request carries it: the
+	// text for Claude Code, the compaction item's ID for Codex.
+	Summary string
+	// LastUser is the last message the user typed.
+	LastUser string
+}
+
+// claudeCodeFacts reads a Claude Code session.
+func claudeCodeFacts(t *testing.T, path string) sessionFacts {
+	var f sessionFacts
+	for _, r := range records(t, path) {
+		if str(r["type"]) == "system" && str(r["subtype"]) == "compact_boundary" {
+			f.Folded, f.Kept = append(f.Folded, f.Kept...), nil
+			continue
+		}
+		msg := obj(r["message"])
+		switch str(r["type"]) {
+		case "assistant":
+			for _, b := range list(msg["content"]) {
+				if str(obj(b)["type"]) == "tool_use" {
+					f.Kept = append(f.Kept, str(obj(b)["id"]))
+				}
+			}
+		case "user":
+			text := str(msg["content"])
+			if r["isCompactSummary"] == true {
+				f.Summary = text
+				continue
+			}
+			if text != "" && r["isMeta"] != true && !strings.HasPrefix(text, "<") {
+				f.LastUser = text
+			}
+		}
+	}
+	return f
+}
+
+// codexFacts reads a Codex rollout.
+func codexFacts(t *testing.T, path string) sessionFacts {
+	var f sessionFacts
+	for _, r := range records(t, path) {
+		p := obj(r["payload"])
+		switch str(r["type"]) {
+		case "compacted":
+			f.Folded, f.Kept = append(f.Folded, f.Kept...), nil
+			for _, it := range list(p["replacement_history"]) {
+				if str(obj(it)["type"]) == "compaction" {
+					f.Summary = str(obj(it)["id"])
+				}
+			}
+		case "response_item":
+			switch str(p["type"]) {
+			case "function_call", "custom_tool_call":
+				f.Kept = append(f.Kept, str(p["call_id"]))
+			}
+		case "event_msg":
+			if str(p["type"]) == "user_message" {
+				f.LastUser = str(p["message"])
+			}
+		}
+	}
+	return f
+}
