@@ -168,7 +168,7 @@ func Resume(ctx context.Context, agent Agent, opts Options) (*Run, error) {
 		return run, fmt.Errorf("realagent: %s: %w\nstdout: %s\nstderr: %s", strings.Join(run.Args, " "), err, tail(run.Stdout), tail(run.Stderr))
 	}
 	if n := up.Dropped(); n > 0 {
-		return run, fmt.Errorf("realagent: %s sent %d requests past the %d recorded", agent, n, maxRequests)
+		return run, fmt.Errorf("realagent: %s sent %d requests past the %d recorded", agent, n, up.requestLimit)
 	}
 	return run, nil
 }

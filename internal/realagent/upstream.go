@@ -48,10 +48,14 @@ type Upstream struct {
 	// Reply is the text of every answer.
 	Reply string
 
-	srv  *http.Server
-	ln   net.Listener
-	url  string
-	mu   sync.Mutex
+	srv *http.Server
+	ln  net.Listener
+	url string
+	// bodyLimit and requestLimit are maxBodyBytes and maxRequests, apart
+	// so that a test can reach them cheaply.
+	bodyLimit    int64
+	requestLimit int
+	mu           sync.Mutex
 	reqs []Request
 	// dropped counts requests past maxRequests, recorded only as a number.
 	dropped int
@@ -64,7 +68,7 @@ func StartUpstream(reply string) (*Upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fake upstream: listening on loopback: %w", err)
 	}
-	u := &Upstream{Reply: reply, ln: ln, url: "http://" + ln.Addr().String()}
+	u := &Upstream{Reply: reply, ln: ln, url: "http://" + ln.Addr().String(), bodyLimit: maxBodyBytes, requestLimit: maxRequests}
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
 	go func() { _ = u.srv.Serve(ln) }()
 	return u, nil
@@ -83,7 +87,8 @@ func (u *Upstream) Requests() []Request {
 	return append([]Request(nil), u.reqs...)
 }
 
-// Dropped is how many requests arrived after the first maxRequests.
+// Dropped is how many requests arrived after the first 1000, which are
+// answered but not recorded.
 func (u *Upstream) Dropped() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -109,7 +114,7 @@ func (u *Upstream) record(r *http.Request, body []byte, ws bool, status int) {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.reqs) >= maxRequests {
+	if len(u.reqs) >= u.requestLimit {
 		u.dropped++
 		return
 	}
@@ -131,7 +136,7 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "WebSocket is not served here; use HTTP", http.StatusUpgradeRequired)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, u.bodyLimit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		status := http.StatusBadRequest
@@ -142,21 +147,19 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "realagent: reading the body: "+err.Error(), status)
 		return
 	}
-	path := strings.TrimSuffix(r.URL.Path, "/")
-	switch {
+	var answer func(http.ResponseWriter, []byte) int
+	switch path := strings.TrimSuffix(r.URL.Path, "/"); {
 	case r.Method == http.MethodPost && path == "/v1/messages/count_tokens":
-		u.record(r, body, false, http.StatusOK)
-		u.countTokens(w, body)
+		answer = u.countTokens
 	case r.Method == http.MethodPost && path == "/v1/messages":
-		u.record(r, body, false, http.StatusOK)
-		u.messages(w, body)
+		answer = u.messages
 	case r.Method == http.MethodPost && path == "/v1/responses":
-		u.record(r, body, false, http.StatusOK)
-		u.responses(w, body)
+		answer = u.responses
 	default:
-		u.record(r, body, false, http.StatusNotFound)
-		notFound(w, r)
+		answer = func(w http.ResponseWriter, _ []byte) int { return notFound(w, r) }
 	}
+	// Recorded once answered, with the status the agent saw.
+	u.record(r, body, false, answer(w, body))
 }
 
 func isWebSocket(r *http.Request) bool {
@@ -165,15 +168,16 @@ func isWebSocket(r *http.Request) bool {
 
 // notFound answers as each API answers an unknown path: Anthropic with its
 // error envelope, OpenAI with its own.
-func notFound(w http.ResponseWriter, r *http.Request) {
+func notFound(w http.ResponseWriter, r *http.Request) int {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusNotFound)
 	msg := fmt.Sprintf("Unknown request URL: %s %s", r.Method, r.URL.Path)
 	if r.Header.Get("Anthropic-Version") != "" || r.Header.Get("X-Api-Key") != "" {
 		writeJSON(w, map[string]any{"type": "error", "error": map[string]any{"type": "not_found_error", "message": msg}})
-		return
+	} else {
+		writeJSON(w, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": "unknown_url"}})
 	}
-	writeJSON(w, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": "unknown_url"}})
+	return http.StatusNotFound
 }
 
 func writeJSON(w io.Writer, v any) {
@@ -192,9 +196,10 @@ func (u *Upstream) nextID(prefix string) string {
 // bytes, so the agent's own accounting sees a plausible size.
 func inputTokens(body []byte) int { return len(body)/4 + 1 }
 
-func (u *Upstream) countTokens(w http.ResponseWriter, body []byte) {
+func (u *Upstream) countTokens(w http.ResponseWriter, body []byte) int {
 	w.Header().Set("Content-Type", "application/json")
 	writeJSON(w, map[string]any{"input_tokens": inputTokens(body)})
+	return http.StatusOK
 }
 
 // sse writes one server-sent event and flushes it.
@@ -210,7 +215,7 @@ func sse(w http.ResponseWriter, event string, data any) {
 // the API (message_start, content_block_start, content_block_delta,
 // content_block_stop, message_delta with the usage, message_stop) when
 // the request asks for a stream, one JSON message when it does not.
-func (u *Upstream) messages(w http.ResponseWriter, body []byte) {
+func (u *Upstream) messages(w http.ResponseWriter, body []byte) int {
 	var req struct {
 		Model  string `json:"model"`
 		Stream bool   `json:"stream"`
@@ -219,7 +224,7 @@ func (u *Upstream) messages(w http.ResponseWriter, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		writeJSON(w, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": "the body is not JSON: " + err.Error()}})
-		return
+		return http.StatusBadRequest
 	}
 	id := u.nextID("msg")
 	in, out := inputTokens(body), len(strings.Fields(u.Reply))+1
@@ -230,7 +235,7 @@ func (u *Upstream) messages(w http.ResponseWriter, body []byte) {
 			"content":     []any{map[string]any{"type": "text", "text": u.Reply}},
 			"stop_reason": "end_turn", "stop_sequence": nil,
 			"usage": map[string]any{"input_tokens": in, "output_tokens": out, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}})
-		return
+		return http.StatusOK
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -245,13 +250,14 @@ func (u *Upstream) messages(w http.ResponseWriter, body []byte) {
 	sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
 		"usage": map[string]any{"input_tokens": in, "output_tokens": out, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}})
 	sse(w, "message_stop", map[string]any{"type": "message_stop"})
+	return http.StatusOK
 }
 
 // responses answers a Responses call with the streamed event sequence of
 // the API: response.created, response.output_item.added, the text part,
 // response.output_text.delta, response.output_item.done and
 // response.completed with the usage.
-func (u *Upstream) responses(w http.ResponseWriter, body []byte) {
+func (u *Upstream) responses(w http.ResponseWriter, body []byte) int {
 	var req struct {
 		Model string            `json:"model"`
 		Input []json.RawMessage `json:"input"`
@@ -260,7 +266,7 @@ func (u *Upstream) responses(w http.ResponseWriter, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		writeJSON(w, map[string]any{"error": map[string]any{"message": "the body is not a Responses request: " + err.Error(), "type": "invalid_request_error", "param": nil, "code": nil}})
-		return
+		return http.StatusBadRequest
 	}
 	respID, itemID := u.nextID("resp"), u.nextID("msg")
 	in, out := inputTokens(body), len(strings.Fields(u.Reply))+1
@@ -290,7 +296,7 @@ func (u *Upstream) responses(w http.ResponseWriter, body []byte) {
 		ev("response.output_item.added", map[string]any{"output_index": 0, "item": item})
 		ev("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 		ev("response.completed", map[string]any{"response": response("completed", []any{item}, usage)})
-		return
+		return http.StatusOK
 	}
 	part := map[string]any{"type": "output_text", "text": u.Reply, "annotations": []any{}}
 	item := map[string]any{"id": itemID, "type": "message", "role": "assistant", "status": "completed", "content": []any{part}}
@@ -303,6 +309,7 @@ func (u *Upstream) responses(w http.ResponseWriter, body []byte) {
 	ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
 	ev("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	ev("response.completed", map[string]any{"response": response("completed", []any{item}, usage)})
+	return http.StatusOK
 }
 
 // CompactionContent is the opaque content of the compaction item the
