@@ -56,7 +56,7 @@ type Upstream struct {
 	bodyLimit    int64
 	requestLimit int
 	mu           sync.Mutex
-	reqs []Request
+	reqs         []Request
 	// dropped counts requests past maxRequests, recorded only as a number.
 	dropped int
 	seq     int
