@@ -332,7 +332,11 @@ func prepareCodex(run *Run, data []byte, base string, opts Options) error {
 	if err := os.WriteFile(filepath.Join(day, name), data, 0o600); err != nil {
 		return err
 	}
-	config := "openai_base_url = " + tomlString(base+"/v1") + "\n"
+	// openai_base_url points the built-in OpenAI provider at the
+	// upstream; analytics off spares one request that would only be
+	// refused. Features stay at their defaults: they change
+	// the tools and instructions the agent sends.
+	config := "openai_base_url = " + tomlString(base+"/v1") + "\n\n[analytics]\nenabled = false\n"
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
 		return err
 	}

@@ -105,7 +105,7 @@ func TestResumeLaysOutCodex(t *testing.T) {
 	assert.Equal(t, codexRollout, string(placed))
 	config, err := os.ReadFile(filepath.Join(run.Home, ".codex", "config.toml"))
 	require.NoError(t, err)
-	assert.Regexp(t, `^openai_base_url = "http://127\.0\.0\.1:\d+/v1"\n$`, string(config))
+	assert.Regexp(t, `^openai_base_url = "http://127\.0\.0\.1:\d+/v1"\n\n\[analytics\]\nenabled = false\n$`, string(config))
 
 	assert.Equal(t, []string{"exec", "--skip-git-repo-check", "resume", "--model", "gpt-5.5", id, "go on"}, readLines(t, filepath.Join(run.Home, "args")))
 	env := readLines(t, filepath.Join(run.Home, "env"))
