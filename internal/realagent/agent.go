@@ -228,6 +228,9 @@ func lastModel(data []byte, match func(line []byte) (model string)) string {
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
+// maxSlugLen is the longest project name Claude Code keeps as it is.
+const maxSlugLen = 200
+
 // projectSlug is the directory name Claude Code keeps a working
 // directory's sessions under: the absolute path with every character
 // that is not a letter or a digit replaced by '-'.
@@ -256,8 +259,12 @@ func prepareClaudeCode(run *Run, data []byte, base, work string, opts Options) e
 	if rec == nil || json.Unmarshal(rec, &r) != nil || !uuidPattern.MatchString(r.SessionID) {
 		return fmt.Errorf("realagent: %s: no record with a sessionId UUID; is it a Claude Code session?", opts.Session)
 	}
+	slug := projectSlug(work)
+	if len(slug) > maxSlugLen {
+		return fmt.Errorf("realagent: Options.Dir %s is too deep: Claude Code shortens project names over %d characters in a way the harness does not copy; use a shorter directory", opts.Dir, maxSlugLen)
+	}
 	config := filepath.Join(run.Home, ".claude")
-	proj := filepath.Join(config, "projects", projectSlug(work))
+	proj := filepath.Join(config, "projects", slug)
 	if err := os.MkdirAll(proj, 0o700); err != nil {
 		return err
 	}

@@ -136,7 +136,11 @@ func TestResumeRefusesWhatIsNotASession(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), tc.want)
 	}
-	_, err := Resume(context.Background(), ClaudeCode, Options{Bin: bin, Session: filepath.Join(t.TempDir(), "absent.jsonl"), Dir: t.TempDir()})
+	deep := filepath.Join(t.TempDir(), strings.Repeat("d", 100), strings.Repeat("e", 100))
+	require.NoError(t, os.MkdirAll(deep, 0o700))
+	_, err := Resume(context.Background(), ClaudeCode, Options{Bin: bin, Session: writeFile(t, "s.jsonl", claudeSession), Dir: deep})
+	assert.ErrorContains(t, err, "is too deep")
+	_, err = Resume(context.Background(), ClaudeCode, Options{Bin: bin, Session: filepath.Join(t.TempDir(), "absent.jsonl"), Dir: t.TempDir()})
 	require.ErrorIs(t, err, os.ErrNotExist)
 	assert.Contains(t, err.Error(), "absent.jsonl")
 	_, err = Resume(context.Background(), ClaudeCode, Options{Session: "x"})
