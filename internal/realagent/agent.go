@@ -232,15 +232,22 @@ var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 const maxSlugLen = 200
 
 // projectSlug is the directory name Claude Code keeps a working
-// directory's sessions under: the absolute path with every character
-// that is not a letter or a digit replaced by '-'.
+// directory's sessions under: the absolute path with every UTF-16 code
+// unit that is not an ASCII letter or digit replaced by '-' (a character
+// outside the Basic Multilingual Plane is two).
 func projectSlug(dir string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return r
+	var b strings.Builder
+	for _, r := range dir {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			b.WriteString("--")
+		default:
+			b.WriteByte('-')
 		}
-		return '-'
-	}, dir)
+	}
+	return b.String()
 }
 
 // prepareClaudeCode places the session where Claude Code looks for the

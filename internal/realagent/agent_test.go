@@ -118,6 +118,17 @@ func TestResumeLaysOutCodex(t *testing.T) {
 	assert.Contains(t, readLines(t, filepath.Join(run.Home, "args")), "gpt-x", "Options.Model wins over the session's")
 }
 
+func TestProjectSlug(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/tmp/a.b/c_d e":            "-tmp-a-b-c-d-e",
+		"/Users/x/.worktrees/3":     "-Users-x--worktrees-3",
+		"/home/é/\U0001F600":        "-home-----",
+		"/srv/Project-2026/Go~tree": "-srv-Project-2026-Go-tree",
+	} {
+		assert.Equal(t, want, projectSlug(dir), "%q", dir)
+	}
+}
+
 func TestResumeRefusesWhatIsNotASession(t *testing.T) {
 	bin := fakeAgent(t, "")
 	for _, tc := range []struct {
