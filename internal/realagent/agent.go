@@ -161,8 +161,11 @@ func Resume(ctx context.Context, agent Agent, opts Options) (*Run, error) {
 	}
 	run.Stdout, run.Stderr = stdout.Bytes(), stderr.Bytes()
 	run.Requests = up.Requests()
-	if ctx.Err() != nil {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return run, fmt.Errorf("realagent: %s did not finish within %s: %w\nstderr: %s", agent, opts.Timeout, ctx.Err(), tail(run.Stderr))
+	case ctx.Err() != nil:
+		return run, fmt.Errorf("realagent: %s stopped: %w", agent, ctx.Err())
 	}
 	if err != nil {
 		return run, fmt.Errorf("realagent: %s: %w\nstdout: %s\nstderr: %s", strings.Join(run.Args, " "), err, tail(run.Stdout), tail(run.Stderr))

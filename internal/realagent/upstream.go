@@ -147,42 +147,49 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "realagent: reading the body: "+err.Error(), status)
 		return
 	}
-	var answer func(http.ResponseWriter, []byte) int
+	var status int
+	var answer func(http.ResponseWriter)
 	switch path := strings.TrimSuffix(r.URL.Path, "/"); {
 	case r.Method == http.MethodPost && path == "/v1/messages/count_tokens":
-		answer = u.countTokens
+		status, answer = u.countTokens(body)
 	case r.Method == http.MethodPost && path == "/v1/messages":
-		answer = u.messages
+		status, answer = u.messages(body)
 	case r.Method == http.MethodPost && path == "/v1/responses":
-		answer = u.responses
+		status, answer = u.responses(body)
 	default:
-		answer = func(w http.ResponseWriter, _ []byte) int { return notFound(w, r) }
+		status, answer = notFound(r)
 	}
-	// Recorded once answered, with the status the agent saw.
-	u.record(r, body, false, answer(w, body))
+	// Recorded before the answer: an agent may exit as soon as it has
+	// read the last event, and the run reads the recording then.
+	u.record(r, body, false, status)
+	answer(w)
 }
 
 func isWebSocket(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
+// The answers: each call is checked first, giving the status, and then
+// answered by the function returned.
+
 // notFound answers as each API answers an unknown path: Anthropic with its
 // error envelope, OpenAI with its own.
-func notFound(w http.ResponseWriter, r *http.Request) int {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusNotFound)
+func notFound(r *http.Request) (int, func(http.ResponseWriter)) {
 	msg := fmt.Sprintf("Unknown request URL: %s %s", r.Method, r.URL.Path)
 	if r.Header.Get("Anthropic-Version") != "" || r.Header.Get("X-Api-Key") != "" {
-		writeJSON(w, map[string]any{"type": "error", "error": map[string]any{"type": "not_found_error", "message": msg}})
-	} else {
-		writeJSON(w, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": "unknown_url"}})
+		return jsonAnswer(http.StatusNotFound, map[string]any{"type": "error", "error": map[string]any{"type": "not_found_error", "message": msg}})
 	}
-	return http.StatusNotFound
+	return jsonAnswer(http.StatusNotFound, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": "unknown_url"}})
 }
 
-func writeJSON(w io.Writer, v any) {
-	b, _ := json.Marshal(v)
-	_, _ = w.Write(b)
+// jsonAnswer answers with status and v as a JSON body.
+func jsonAnswer(status int, v any) (int, func(http.ResponseWriter)) {
+	return status, func(w http.ResponseWriter) {
+		b, _ := json.Marshal(v)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(b)
+	}
 }
 
 func (u *Upstream) nextID(prefix string) string {
@@ -196,10 +203,8 @@ func (u *Upstream) nextID(prefix string) string {
 // bytes, so the agent's own accounting sees a plausible size.
 func inputTokens(body []byte) int { return len(body)/4 + 1 }
 
-func (u *Upstream) countTokens(w http.ResponseWriter, body []byte) int {
-	w.Header().Set("Content-Type", "application/json")
-	writeJSON(w, map[string]any{"input_tokens": inputTokens(body)})
-	return http.StatusOK
+func (u *Upstream) countTokens(body []byte) (int, func(http.ResponseWriter)) {
+	return jsonAnswer(http.StatusOK, map[string]any{"input_tokens": inputTokens(body)})
 }
 
 // sse writes one server-sent event and flushes it.
@@ -215,32 +220,30 @@ func sse(w http.ResponseWriter, event string, data any) {
 // the API (message_start, content_block_start, content_block_delta,
 // content_block_stop, message_delta with the usage, message_stop) when
 // the request asks for a stream, one JSON message when it does not.
-func (u *Upstream) messages(w http.ResponseWriter, body []byte) int {
+func (u *Upstream) messages(body []byte) (int, func(http.ResponseWriter)) {
 	var req struct {
 		Model  string `json:"model"`
 		Stream bool   `json:"stream"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		writeJSON(w, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": "the body is not JSON: " + err.Error()}})
-		return http.StatusBadRequest
+		return jsonAnswer(http.StatusBadRequest, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": "the body is not JSON: " + err.Error()}})
 	}
 	id := u.nextID("msg")
 	in, out := inputTokens(body), len(strings.Fields(u.Reply))+1
-	w.Header().Set("Request-Id", u.nextID("req"))
 	if !req.Stream {
-		w.Header().Set("Content-Type", "application/json")
-		writeJSON(w, map[string]any{"id": id, "type": "message", "role": "assistant", "model": req.Model,
+		return jsonAnswer(http.StatusOK, map[string]any{"id": id, "type": "message", "role": "assistant", "model": req.Model,
 			"content":     []any{map[string]any{"type": "text", "text": u.Reply}},
 			"stop_reason": "end_turn", "stop_sequence": nil,
 			"usage": map[string]any{"input_tokens": in, "output_tokens": out, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}})
-		return http.StatusOK
 	}
+	return http.StatusOK, func(w http.ResponseWriter) { u.streamMessage(w, id, req.Model, in, out) }
+}
+
+func (u *Upstream) streamMessage(w http.ResponseWriter, id, model string, in, out int) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
+		"id": id, "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": in, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}})
 	sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
@@ -250,30 +253,30 @@ func (u *Upstream) messages(w http.ResponseWriter, body []byte) int {
 	sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
 		"usage": map[string]any{"input_tokens": in, "output_tokens": out, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}})
 	sse(w, "message_stop", map[string]any{"type": "message_stop"})
-	return http.StatusOK
 }
 
 // responses answers a Responses call with the streamed event sequence of
 // the API: response.created, response.output_item.added, the text part,
 // response.output_text.delta, response.output_item.done and
 // response.completed with the usage.
-func (u *Upstream) responses(w http.ResponseWriter, body []byte) int {
+func (u *Upstream) responses(body []byte) (int, func(http.ResponseWriter)) {
 	var req struct {
 		Model string            `json:"model"`
 		Input []json.RawMessage `json:"input"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		writeJSON(w, map[string]any{"error": map[string]any{"message": "the body is not a Responses request: " + err.Error(), "type": "invalid_request_error", "param": nil, "code": nil}})
-		return http.StatusBadRequest
+		return jsonAnswer(http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "the body is not a Responses request: " + err.Error(), "type": "invalid_request_error", "param": nil, "code": nil}})
 	}
+	return http.StatusOK, func(w http.ResponseWriter) { u.streamResponse(w, body, req.Model, compactionRequested(req.Input)) }
+}
+
+func (u *Upstream) streamResponse(w http.ResponseWriter, body []byte, model string, compaction bool) {
 	respID, itemID := u.nextID("resp"), u.nextID("msg")
 	in, out := inputTokens(body), len(strings.Fields(u.Reply))+1
 	created := time.Now().Unix()
 	response := func(status string, output []any, usage any) map[string]any {
 		return map[string]any{"id": respID, "object": "response", "created_at": created, "status": status,
-			"model": req.Model, "output": output, "usage": usage}
+			"model": model, "output": output, "usage": usage}
 	}
 	usage := map[string]any{
 		"input_tokens": in, "input_tokens_details": map[string]any{"cached_tokens": 0},
@@ -289,14 +292,14 @@ func (u *Upstream) responses(w http.ResponseWriter, body []byte) int {
 	}
 	ev("response.created", map[string]any{"response": response("in_progress", []any{}, nil)})
 	ev("response.in_progress", map[string]any{"response": response("in_progress", []any{}, nil)})
-	if compactionRequested(req.Input) {
+	if compaction {
 		// Codex compacts by asking for exactly one compaction item, whose
 		// opaque content it sends back in place of the history.
 		item := map[string]any{"id": u.nextID("cmp"), "type": "compaction", "encrypted_content": CompactionContent}
 		ev("response.output_item.added", map[string]any{"output_index": 0, "item": item})
 		ev("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 		ev("response.completed", map[string]any{"response": response("completed", []any{item}, usage)})
-		return http.StatusOK
+		return
 	}
 	part := map[string]any{"type": "output_text", "text": u.Reply, "annotations": []any{}}
 	item := map[string]any{"id": itemID, "type": "message", "role": "assistant", "status": "completed", "content": []any{part}}
@@ -309,7 +312,6 @@ func (u *Upstream) responses(w http.ResponseWriter, body []byte) int {
 	ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
 	ev("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	ev("response.completed", map[string]any{"response": response("completed", []any{item}, usage)})
-	return http.StatusOK
 }
 
 // CompactionContent is the opaque content of the compaction item the
