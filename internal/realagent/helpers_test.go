@@ -3,12 +3,15 @@ package realagent
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -24,17 +27,33 @@ func agentBin(t *testing.T, agent Agent) string {
 	name := map[Agent]string{ClaudeCode: "claude", Codex: "codex"}[agent]
 	p, err := filepath.Abs(filepath.Join("testdata", "node_modules", ".bin", name))
 	require.NoError(t, err)
+	why := ""
 	if _, err := os.Stat(p); err != nil {
-		why := "the pinned agents are not installed: run " + installHint
+		why = "the pinned agents are not installed: run " + installHint
 		if _, lookErr := exec.LookPath("npm"); lookErr != nil {
 			why = "npm is not on PATH, and the pinned agents are not installed: install Node.js 20 and npm, then run " + installHint
 		}
+	} else if out, err := versionOf(p, t.TempDir()); err != nil {
+		// npm ci --ignore-scripts leaves Claude Code's placeholder, which
+		// only says that its postinstall did not run.
+		why = fmt.Sprintf("%s --version failed (%v): %s; reinstall with %s, scripts allowed", p, err, bytes.TrimSpace(out), installHint)
+	}
+	if why != "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and %s", why)
 		}
 		t.Skip(why)
 	}
 	return p
+}
+
+// versionOf runs bin --version with a home of its own.
+func versionOf(bin, home string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "CODEX_HOME=" + filepath.Join(home, ".codex"), "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude")}
+	return cmd.CombinedOutput()
 }
 
 // corpusPath returns the path of a file of the shared corpus
