@@ -146,11 +146,14 @@ func list(v any) []any { l, _ := v.([]any); return l }
 // resumes, read with nothing but encoding/json so that the tests do not
 // lean on the readers under test.
 type sessionFacts struct {
-	// Kept are the tool call IDs after the agent's last compaction (all
-	// of them when it never compacted); Folded those before it.
+	// Kept are the tool call IDs the last compaction kept (all of them
+	// when there was none); Folded those it folded. A compaction written
+	// by compact-host repeats the kept messages after it, which are kept,
+	// not folded. Only answered calls count: the agents leave a call
+	// without its result out of the request.
 	Kept, Folded []string
-	// Summary is the agent's last summary as the request carries it: the
-	// text for Claude Code, the compaction item's ID for Codex.
+	// Summary is the last summary as the request carries it: its text, or
+	// the ID of Codex's encrypted compaction item.
 	Summary string
 	// LastUser is the last message the user typed.
 	LastUser string
@@ -159,12 +162,18 @@ type sessionFacts struct {
 // claudeCodeFacts reads a Claude Code session.
 func claudeCodeFacts(t *testing.T, path string) sessionFacts {
 	var f sessionFacts
+	answered := map[string]bool{}
 	for _, r := range records(t, path) {
 		if str(r["type"]) == "system" && str(r["subtype"]) == "compact_boundary" {
-			f.Folded, f.Kept = append(f.Folded, f.Kept...), nil
+			f.fold(nil)
 			continue
 		}
 		msg := obj(r["message"])
+		for _, b := range list(msg["content"]) {
+			if str(obj(b)["type"]) == "tool_result" {
+				answered[str(obj(b)["tool_use_id"])] = true
+			}
+		}
 		switch str(r["type"]) {
 		case "assistant":
 			for _, b := range list(msg["content"]) {
@@ -176,6 +185,9 @@ func claudeCodeFacts(t *testing.T, path string) sessionFacts {
 			text := str(msg["content"])
 			if r["isCompactSummary"] == true {
 				f.Summary = text
+				for _, b := range list(msg["content"]) {
+					f.Summary += str(obj(b)["text"])
+				}
 				continue
 			}
 			if text != "" && r["isMeta"] != true && !strings.HasPrefix(text, "<") {
@@ -183,26 +195,73 @@ func claudeCodeFacts(t *testing.T, path string) sessionFacts {
 			}
 		}
 	}
+	f.settle(answered)
 	return f
+}
+
+// fold starts a new compaction: every call so far is folded, but for the
+// ones the compaction kept.
+func (f *sessionFacts) fold(kept []string) {
+	f.Folded, f.Kept = append(f.Folded, f.Kept...), kept
+}
+
+// settle leaves out of Folded the calls that were kept, and out of both
+// the calls never answered.
+func (f *sessionFacts) settle(answered map[string]bool) {
+	f.Folded = without(f.Folded, f.Kept)
+	var unanswered []string
+	for _, id := range append(f.Kept, f.Folded...) {
+		if !answered[id] {
+			unanswered = append(unanswered, id)
+		}
+	}
+	f.Kept, f.Folded = without(f.Kept, unanswered), without(f.Folded, unanswered)
+}
+
+// without returns the IDs of ids that are not in drop.
+func without(ids, drop []string) []string {
+	skip := map[string]bool{}
+	for _, id := range drop {
+		skip[id] = true
+	}
+	var out []string
+	for _, id := range ids {
+		if !skip[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // codexFacts reads a Codex rollout.
 func codexFacts(t *testing.T, path string) sessionFacts {
 	var f sessionFacts
+	answered := map[string]bool{}
 	for _, r := range records(t, path) {
 		p := obj(r["payload"])
 		switch str(r["type"]) {
 		case "compacted":
-			f.Folded, f.Kept = append(f.Folded, f.Kept...), nil
+			var kept []string
+			f.Summary = str(p["message"])
 			for _, it := range list(p["replacement_history"]) {
-				if str(obj(it)["type"]) == "compaction" {
-					f.Summary = str(obj(it)["id"])
+				switch str(obj(it)["type"]) {
+				case "compaction":
+					if f.Summary == "" {
+						f.Summary = str(obj(it)["id"])
+					}
+				case "function_call", "custom_tool_call":
+					kept = append(kept, str(obj(it)["call_id"]))
+				case "function_call_output", "custom_tool_call_output":
+					answered[str(obj(it)["call_id"])] = true
 				}
 			}
+			f.fold(kept)
 		case "response_item":
 			switch str(p["type"]) {
 			case "function_call", "custom_tool_call":
 				f.Kept = append(f.Kept, str(p["call_id"]))
+			case "function_call_output", "custom_tool_call_output":
+				answered[str(p["call_id"])] = true
 			}
 		case "event_msg":
 			if str(p["type"]) == "user_message" {
@@ -210,5 +269,6 @@ func codexFacts(t *testing.T, path string) sessionFacts {
 			}
 		}
 	}
+	f.settle(answered)
 	return f
 }
