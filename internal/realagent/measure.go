@@ -99,20 +99,6 @@ func responsesAsRollout(instructions string, input json.RawMessage) ([]byte, err
 	return buf.Bytes(), nil
 }
 
-// CountFile is what `compact-host inspect` reports of a session file with
-// e: the tokens of the context the file's reader gives.
-func CountFile(e *host.Engine, path string) (host.Breakdown, error) {
-	data, err := readSession(path)
-	if err != nil {
-		return host.Breakdown{}, err
-	}
-	in, err := sessionio.Read(e, path, data, "")
-	if err != nil {
-		return host.Breakdown{}, err
-	}
-	return e.Inspect(in.Session, 0), nil
-}
-
 // InspectEngine is an engine configured as `compact-host inspect` is with
 // no flags and no config file: the budget of its default model and that
 // model's tokenizer.
