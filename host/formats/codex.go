@@ -228,6 +228,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			var c struct {
 				Message     string      `json:"message"`
 				Replacement []codexItem `json:"replacement_history"`
+				Appended    *Appended   `json:"compact_host_appended"`
 			}
 			if err := decodeChecked(l.Payload, &c); err != nil {
 				return fmt.Errorf("compacted: %s", jsonReason(err))
@@ -246,7 +247,8 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 				}
 			}
 			repl, _ := normalize(rb.msgs, nil, id+"-r", map[string]int{})
-			s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: id, Summary: c.Message, FirstKept: len(b.msgs), Replacement: repl})
+			s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: id, Summary: c.Message, FirstKept: len(b.msgs), Replacement: repl,
+				Line: n, Bytes: len(line) + 1, Ours: c.Appended != nil, AppendedTo: c.Appended})
 		case "event_msg":
 			var ev struct {
 				Type string `json:"type"`

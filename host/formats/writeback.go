@@ -10,13 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/compact-host/compact-host/abi"
 )
 
 // WriteBack is a compaction to record in an agent's own session file, in
@@ -63,7 +61,7 @@ var WritableFormats = []string{ClaudeCode, Codex}
 // agent's own records carry is taken from the lines of data (session id,
 // cwd, version, branch, window ids, turn id) or from wb; nothing the agent
 // would misread is made up. Read gives back what the agent will see:
-// Session.Compacted is the summary and the kept messages.
+// Session.Live is the summary and the kept messages.
 //
 // data must end with a complete line: a last line cut short (an agent is
 // writing it) is refused, the error wraps ErrTornLine. A complete last
@@ -146,6 +144,11 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 		}
 		sort.Strings(ids)
 		return nil, fmt.Errorf("%w: shortened tool results %s are in no kept line", ErrNotWritable, strings.Join(ids, ", "))
+	}
+	// The block names what it was appended to, so that it can be taken
+	// away from the file alone (FindAppended).
+	if block, err = markBlock(format, data, block); err != nil {
+		return nil, err
 	}
 	return append(lead, block...), nil
 }
@@ -657,54 +660,6 @@ func mustPayload(line []byte) json.RawMessage {
 	return l.Payload
 }
 
-// Compacted returns the conversation as the agent continues it after its
-// latest compaction (its own or one AppendCompaction wrote): the
-// instructions it sends itself, the system messages of the kept history,
-// the summary as a user message with Summary set, the rest of the kept
-// history (Codex's replacement history, or the copies of the kept lines
-// AppendCompaction chains after a Claude Code summary), and the messages
-// written since. A session the agent never compacted is returned as
-// Messages.
-func (s *Session) Compacted() []abi.Message {
-	if len(s.AgentCompactions) == 0 {
-		return s.Messages
-	}
-	c := s.AgentCompactions[len(s.AgentCompactions)-1]
-	var out []abi.Message
-	// Codex sends its base instructions itself; they are never in the
-	// replacement history, unlike the developer messages.
-	inRepl := map[string]bool{}
-	for _, m := range c.Replacement {
-		if m.Role == abi.RoleSystem {
-			inRepl[textOf(m.Content, abi.BlockText)] = true
-		}
-	}
-	for _, m := range s.Messages[:c.FirstKept] {
-		if m.Role != abi.RoleSystem || !m.Pinned {
-			break
-		}
-		if !inRepl[textOf(m.Content, abi.BlockText)] {
-			out = append(out, m)
-		}
-	}
-	// The summary goes where the replacement history has it (Codex keeps
-	// it there), else after the replacement's instructions.
-	i := 0
-	for i < len(c.Replacement) && c.Replacement[i].Role == abi.RoleSystem {
-		i++
-	}
-	out = append(out, c.Replacement[:i]...)
-	if c.Summary != "" && !slices.ContainsFunc(c.Replacement, func(m abi.Message) bool { return m.Summary }) {
-		id := "summary"
-		if c.ID != "" {
-			id += "-" + c.ID
-		}
-		out = append(out, abi.Message{ID: id, Role: abi.RoleUser, Summary: true, Content: []abi.Block{{Type: abi.BlockText, Text: c.Summary}}})
-	}
-	out = append(out, c.Replacement[i:]...)
-	return append(out, s.Messages[c.FirstKept:]...)
-}
-
 // Landed is a run of the bytes an agent's file holds after the offset a
 // compaction was made from (host.Landed): our appends, the first of them
 // the block AppendCompaction returned, and the lines the agent appended
@@ -723,7 +678,7 @@ var ErrCannotCarry = errors.New("formats: cannot carry the agent's lines after t
 
 // A Carrier makes the records that carry the lines an agent wrote while
 // a compaction was appended to its file into the conversation it
-// continues (Session.Compacted), in the order it wrote them.
+// continues (Session.Live), in the order it wrote them.
 //
 // Claude Code: copies of the message lines that landed before the block
 // are chained after its last line, as the kept lines are; lines after the

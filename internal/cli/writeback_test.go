@@ -89,7 +89,7 @@ func TestCompactInPlaceAgentSessions(t *testing.T) {
 			assert.Equal(t, modelView(before.Messages), modelView(after.Messages), "the history reads as before")
 
 			pinned, kept := compactedView(t, before, rep)
-			got := after.Compacted()
+			got := after.Live()
 			require.Len(t, got, len(pinned)+1+len(kept))
 			assert.Equal(t, modelView(pinned), modelView(got[:len(pinned)]))
 			sum := got[len(pinned)]
@@ -133,7 +133,7 @@ func TestCompactAgentSessionToFile(t *testing.T) {
 			assert.Greater(t, len(written), len(orig))
 			s, err := formats.ReadFile(out)
 			require.NoError(t, err)
-			assert.True(t, slices.ContainsFunc(s.Compacted(), func(m abi.Message) bool { return m.Summary }))
+			assert.True(t, slices.ContainsFunc(s.Live(), func(m abi.Message) bool { return m.Summary }))
 
 			r = runCLI(t, runOpts{}, "undo", "--json", out)
 			require.Equal(t, ExitOK, r.code, "%s%s", r.stdout, r.stderr)
@@ -209,7 +209,7 @@ func TestCompactInPlaceWritesShortenedResults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, modelView(before.Messages), modelView(after.Messages), "the original lines keep the full text")
 	pinned, kept := compactedView(t, before, rep)
-	got := after.Compacted()
+	got := after.Live()
 	require.Len(t, got, len(pinned)+1+len(kept), "instructions, summary and the kept messages")
 	assert.Equal(t, modelView(pinned), modelView(got[:len(pinned)]))
 	shortened := 0
@@ -283,7 +283,7 @@ func TestCompactInPlaceCarriesLinesWrittenMeanwhile(t *testing.T) {
 			assert.Equal(t, []int{1, 2, 3}, agentLinesSeen(t, path))
 			s, err := formats.ReadFile(path)
 			require.NoError(t, err)
-			got := s.Compacted()
+			got := s.Live()
 			i := slices.IndexFunc(got, func(m abi.Message) bool { return m.Summary })
 			require.GreaterOrEqual(t, i, 0, "the compaction is in the conversation")
 			assert.Equal(t, "agent line 3", got[len(got)-1].Content[0].Text, "the agent's lines come after it")
@@ -379,7 +379,7 @@ func agentLinesSeen(t *testing.T, path string) []int {
 	s, err := formats.ReadFile(path)
 	require.NoError(t, err)
 	out := []int{}
-	for _, m := range s.Compacted() {
+	for _, m := range s.Live() {
 		for _, b := range m.Content {
 			if rest, ok := strings.CutPrefix(b.Text, "agent line "); ok {
 				n, err := strconv.Atoi(rest)
