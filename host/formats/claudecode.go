@@ -28,7 +28,7 @@ type ccRecord struct {
 		} `json:"message"`
 	} `json:"data"`
 	Appended        *Appended `json:"compact_host_appended"`
-	CompactMetadata  *struct {
+	CompactMetadata *struct {
 		Trigger   string `json:"trigger"`
 		PreTokens int    `json:"preTokens"`
 	} `json:"compactMetadata"`

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 // WriteBack is a compaction to record in an agent's own session file, in
