@@ -1,0 +1,85 @@
+package sessionio
+
+import (
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/catalog"
+	"github.com/compact-host/compact-host/host/formats"
+)
+
+// countMessages is the context size of msgs as e counts it; messages a
+// session refuses are counted block by block.
+func countMessages(e *host.Engine, msgs []abi.Message) int {
+	s := e.NewSession()
+	if err := s.Append(msgs...); err == nil {
+		return s.ContextTokens()
+	}
+	n := 0
+	for i := range msgs {
+		for _, b := range msgs[i].Content {
+			n += e.CountTokens(b.Text) + e.CountTokens(string(b.Input))
+		}
+	}
+	return n
+}
+
+// describeFile fills in the compactions and subagents of an agent's file.
+func describeFile(e *host.Engine, in *Input, sess *formats.Session) {
+	prev := 0
+	for _, c := range sess.AgentCompactions {
+		fc := FileCompaction{Line: c.Line, Bytes: c.Bytes, Ours: c.Ours, Folded: max(c.FirstKept-prev, 0), PreTokens: c.PreTokens}
+		if c.Summary != "" {
+			fc.SummaryTokens = e.CountTokens(c.Summary)
+		}
+		in.Compactions = append(in.Compactions, fc)
+		prev = c.FirstKept
+	}
+	for _, sa := range sess.Subagents {
+		info := SubagentInfo{ID: sa.ID, ToolUseID: sa.ToolUseID, Messages: len(sa.Messages)}
+		for i := range sa.Messages {
+			for _, b := range sa.Messages[i].Content {
+				info.Tokens += e.CountTokens(b.Text) + e.CountTokens(string(b.Input))
+			}
+		}
+		in.Subagents = append(in.Subagents, info)
+	}
+}
+
+// maxLearnedOverhead bounds an overhead learned from a file: more is a
+// usage figure that belongs to something else (a request the file does
+// not hold whole).
+const maxLearnedOverhead = 100_000
+
+// overhead is the agent's fixed overhead per request: o.AgentOverhead
+// when given; else learned from the first usage the agent recorded after
+// it last started from scratch (the file's start, or its latest
+// compaction), less the estimate of the messages before it; else the
+// catalog's default for the agent.
+func overhead(e *host.Engine, sess *formats.Session, context []abi.Message, o ReadOptions) Overhead {
+	if o.AgentOverhead > 0 {
+		return Overhead{Tokens: o.AgentOverhead, Source: OverheadFlag}
+	}
+	def, known := catalog.AgentOverhead(sess.Format)
+	if !known {
+		return Overhead{}
+	}
+	// The replacement history before the messages written since the
+	// latest compaction carries usage from before it: only messages the
+	// agent sent after restarting count.
+	from := 0
+	if n := len(sess.AgentCompactions); n > 0 && !o.FullHistory {
+		from = len(context) - (len(sess.Messages) - sess.AgentCompactions[n-1].FirstKept)
+	}
+	for i := max(from, 0); i < len(context); i++ {
+		u := context[i].Usage
+		if context[i].Role != abi.RoleAssistant || u == nil {
+			continue
+		}
+		sent := u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens
+		if t := sent - countMessages(e, context[:i]); t >= 0 && t <= maxLearnedOverhead {
+			return Overhead{Tokens: t, Source: OverheadFile, At: i}
+		}
+		break
+	}
+	return Overhead{Tokens: def, Source: OverheadDefault}
+}
