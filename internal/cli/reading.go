@@ -52,6 +52,9 @@ func (o *overheadFlag) Set(v string) error {
 func overheadText(o sessionio.Overhead) string {
 	switch o.Source {
 	case sessionio.OverheadFile:
+		if o.At < 0 {
+			return fmt.Sprintf("%s tokens (learned from the usage recorded at the file's start)", num(o.Tokens))
+		}
 		return fmt.Sprintf("%s tokens (learned from the usage recorded at message %d)", num(o.Tokens), o.At)
 	case sessionio.OverheadDefault:
 		return fmt.Sprintf("%s tokens (the agent's typical figure; the file records no usable usage)", num(o.Tokens))

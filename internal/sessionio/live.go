@@ -27,7 +27,8 @@ func countMessages(e *host.Engine, msgs []abi.Message) int {
 func describeFile(e *host.Engine, in *Input, sess *formats.Session) {
 	prev := 0
 	for _, c := range sess.AgentCompactions {
-		fc := FileCompaction{Line: c.Line, Bytes: c.Bytes, Ours: c.Ours, Folded: max(c.FirstKept-prev, 0), PreTokens: c.PreTokens}
+		// The history the compaction kept (Replacement) was not folded.
+		fc := FileCompaction{Line: c.Line, Bytes: c.Bytes, Ours: c.Ours, Folded: max(c.FirstKept-prev-len(c.Replacement), 0), PreTokens: c.PreTokens}
 		if c.Summary != "" {
 			fc.SummaryTokens = e.CountTokens(c.Summary)
 		}
@@ -70,16 +71,31 @@ func overhead(e *host.Engine, sess *formats.Session, context []abi.Message, o Re
 	if n := len(sess.AgentCompactions); n > 0 && !o.FullHistory {
 		from = len(context) - (len(sess.Messages) - sess.AgentCompactions[n-1].FirstKept)
 	}
-	for i := max(from, 0); i < len(context); i++ {
-		u := context[i].Usage
-		if context[i].Role != abi.RoleAssistant || u == nil {
+	if t, at, ok := learnOverhead(e, context, max(from, 0)); ok {
+		return Overhead{Tokens: t, Source: OverheadFile, At: at}
+	}
+	// Nothing was sent since the latest compaction: the file's start
+	// tells as well.
+	if from > 0 {
+		if t, _, ok := learnOverhead(e, sess.Messages, 0); ok {
+			return Overhead{Tokens: t, Source: OverheadFile, At: -1}
+		}
+	}
+	return Overhead{Tokens: def, Source: OverheadDefault}
+}
+
+// learnOverhead is the usage of the first assistant message of msgs from
+// index from that records one, less the estimate of the messages before
+// it, and that message's index.
+func learnOverhead(e *host.Engine, msgs []abi.Message, from int) (int, int, bool) {
+	for i := from; i < len(msgs); i++ {
+		u := msgs[i].Usage
+		if msgs[i].Role != abi.RoleAssistant || u == nil {
 			continue
 		}
 		sent := u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens
-		if t := sent - countMessages(e, context[:i]); t >= 0 && t <= maxLearnedOverhead {
-			return Overhead{Tokens: t, Source: OverheadFile, At: i}
-		}
-		break
+		t := sent - countMessages(e, msgs[:i])
+		return t, i, t >= 0 && t <= maxLearnedOverhead
 	}
-	return Overhead{Tokens: def, Source: OverheadDefault}
+	return 0, 0, false
 }

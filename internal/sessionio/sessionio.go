@@ -99,7 +99,8 @@ type Overhead struct {
 	// unknown (the format is not an agent's file).
 	Source string
 	// At is the index into the context of the assistant message whose
-	// usage it was learned from (OverheadFile).
+	// usage it was learned from (OverheadFile); -1 when that message was
+	// folded since, and the file's start told.
 	At int
 }
 
@@ -194,6 +195,10 @@ type Options struct {
 	Threshold float64
 	// DryRun works out the plan and changes nothing.
 	DryRun bool
+	// Overhead is what the agent adds to every request (Input.Overhead):
+	// the tokens before and after count it, and the compaction leaves
+	// room for it, so the agent's real request fits.
+	Overhead int
 }
 
 // Actions an Outcome reports.
@@ -221,7 +226,7 @@ type Outcome struct {
 // alone is still over the budget. Errors name the stage that failed.
 func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (Outcome, error) {
 	b := e.Budget()
-	out := Outcome{TokensBefore: s.ContextTokens()}
+	out := Outcome{TokensBefore: s.ContextTokens() + o.Overhead}
 	switch {
 	case o.DryRun:
 		// Fits, as everywhere, is about the tokens after: those of the
@@ -235,7 +240,7 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 			return out, fmt.Errorf("planning: %w", err)
 		default:
 			out.Action, out.Plan = ActionPlan, &plan
-			out.TokensAfter = plan.TokensKept + plan.SummaryTokens
+			out.TokensAfter = plan.TokensKept + plan.SummaryTokens + o.Overhead
 		}
 		out.Fits = out.TokensAfter <= b.Input
 		return out, nil
@@ -255,7 +260,7 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 			out.Action = host.ActionEmergency.String()
 		}
 	}
-	d, err := e.EnsureFits(ctx, s, host.Request{})
+	d, err := e.EnsureFits(ctx, s, host.Request{DynamicTokens: o.Overhead})
 	if err != nil {
 		return out, fmt.Errorf("the gate after the compaction: %w", err)
 	}
