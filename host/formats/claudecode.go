@@ -178,7 +178,14 @@ func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			return fmt.Errorf("message.content: %s", jsonReason(err))
 		}
 		if rec.UUID != "" && copies[rec.UUID] {
-			kept.add(&rec, blocks, n)
+			// A copy is where the live context comes from: a later
+			// compaction may keep it, and copy it again.
+			i, opened := kept.add(&rec, blocks, n)
+			lineMsg[rec.UUID] = true
+			if opened {
+				tr.open(kept.msgs[i].ID, n)
+			}
+			tr.copied(n)
 			s.AgentCompactions[copiesOf].Bytes += len(line) + 1
 			return nil
 		}

@@ -101,9 +101,13 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 		}
 		start = n
 	}
+	// Kept from a copy (the live context after a compaction), the lines
+	// after it are the copies and what came since; kept from an original
+	// line (the full history), the copies repeat lines already kept.
 	var kept []int
+	fromCopy := tr.copies[start]
 	for _, n := range tr.items {
-		if n >= start {
+		if n >= start && (fromCopy || !tr.copies[n]) {
 			kept = append(kept, n)
 		}
 	}
@@ -212,6 +216,19 @@ func shortenOne(b []byte, e span, idKey, field string, short map[string]string) 
 type sourceLines struct {
 	first map[string]int
 	items []int
+	// copies are the items that copy a kept line after a compaction.
+	copies map[int]bool
+}
+
+// copied records line as an item that copies a kept line.
+func (t *sourceLines) copied(line int) {
+	if t != nil {
+		t.item(line)
+		if t.copies == nil {
+			t.copies = map[int]bool{}
+		}
+		t.copies[line] = true
+	}
 }
 
 func (t *sourceLines) open(id string, line int) {

@@ -133,7 +133,13 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	rep.Format, rep.Messages, rep.Model = in.Format, s.Len(), hc.Model
 	rep.ContextWindow, rep.Budget, rep.Tokenizer = b.ContextWindow, b.Input, e.Tokenizer()
 	rep.SkippedRecords, rep.Repaired = in.Skipped, in.Repaired
-	rep.TokensBefore = s.ContextTokens() + in.Overhead.Tokens
+	// The agent's overhead counts when the compaction goes back into its
+	// file: the agent then sends it with every request.
+	overhead := 0
+	if writeBackFormat(o, in) != "" {
+		overhead = in.Overhead.Tokens
+	}
+	rep.TokensBefore = s.ContextTokens() + overhead
 	var fallbacks []string
 	e.Subscribe(func(ev host.Event) {
 		if f, ok := ev.(*host.FallbackEvent); ok {
@@ -148,7 +154,7 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 		a.setStep(strategy)
 		a.progress("compacting %s (%d messages, %d tokens) with %s…", rep.Input, rep.Messages, rep.TokensBefore, strategy)
 	}
-	res, err := sessionio.Compact(ctx, e, s, sessionio.Options{Focus: o.focus, Threshold: o.threshold, DryRun: o.dryRun, Overhead: in.Overhead.Tokens})
+	res, err := sessionio.Compact(ctx, e, s, sessionio.Options{Focus: o.focus, Threshold: o.threshold, DryRun: o.dryRun, Overhead: overhead})
 	if err != nil {
 		return err
 	}

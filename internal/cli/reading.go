@@ -21,18 +21,28 @@ func addReadingFlags(cmd *cobra.Command, f *readingFlags) {
 	cmd.Flags().BoolVar(&f.fullHistory, "full-history", false,
 		"read an agent's file (Claude Code, Codex) as its full history, as if no compaction had been made; default: the live context, what the agent sends when it resumes")
 	cmd.Flags().Var(&f.overhead, "agent-overhead",
-		"tokens the agent adds to every request (system prompt, tool schemas), e.g. 19k; default: learned from the usage the file records, else the agent's typical figure")
+		"tokens the agent adds to every request (system prompt, tool schemas), e.g. 19k, or 0 for none; default: learned from the usage the file records, else the agent's typical figure")
 }
 
 func (f readingFlags) options() sessionio.ReadOptions {
-	return sessionio.ReadOptions{FullHistory: f.fullHistory, AgentOverhead: int(f.overhead)}
+	o := sessionio.ReadOptions{FullHistory: f.fullHistory}
+	if f.overhead.set {
+		o.AgentOverhead = f.overhead.n
+		if o.AgentOverhead == 0 {
+			o.AgentOverhead = -1 // none
+		}
+	}
+	return o
 }
 
 // overheadFlag is a token count: digits, optionally followed by k
-// (thousands).
-type overheadFlag int
+// (thousands); set says it was given (0 then means none).
+type overheadFlag struct {
+	n   int
+	set bool
+}
 
-func (o *overheadFlag) String() string { return strconv.Itoa(int(*o)) }
+func (o *overheadFlag) String() string { return strconv.Itoa(o.n) }
 func (o *overheadFlag) Type() string   { return "tokens" }
 
 func (o *overheadFlag) Set(v string) error {
@@ -44,7 +54,7 @@ func (o *overheadFlag) Set(v string) error {
 	if err != nil || n < 0 || n > 1_000_000/mult {
 		return fmt.Errorf("want a token count from 0 to 1000k, such as 19000 or 19k")
 	}
-	*o = overheadFlag(n * mult)
+	o.n, o.set = n*mult, true
 	return nil
 }
 

@@ -125,7 +125,7 @@ func undoMarked(a *app, path string) (undoRec, int, error) {
 	b, err := formats.FindAppended(data)
 	switch {
 	case errors.Is(err, formats.ErrNoBlock):
-		return undoRec{}, 0, withCode(ExitInput, fmt.Errorf("%s: no compaction written by compact-host in this file, and it is not a compact-host session log: nothing to undo", path))
+		return undoRec{}, 0, withCode(ExitInput, fmt.Errorf("%s: no record of a compaction written by compact-host, in the file or under the cache dir, and it is not a compact-host session log: nothing to undo", path))
 	case err != nil:
 		return undoRec{}, 0, fmt.Errorf("%s: %w; nothing was changed", path, host.ErrLogChanged)
 	case b.End < int64(len(data)):

@@ -33,7 +33,7 @@ func TestCompactInPlaceRefusesALockedSession(t *testing.T) {
 	defer holder.Close()
 	require.NoError(t, syscall.Flock(int(holder.Fd()), syscall.LOCK_EX))
 
-	r := runCLI(t, runOpts{}, "compact", "--strategy=structured", "--context-window", "64000", "--in-place", path)
+	r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--strategy=structured", "--context-window", "64000", "--in-place", path)
 	assert.Equal(t, ExitBusy, r.code, "%s%s", r.stdout, r.stderr)
 	assert.Contains(t, r.stderr, path)
 	assert.Contains(t, r.stderr, "close the agent")
@@ -165,7 +165,7 @@ func TestCompactInPlaceWhileTheAgentWrites(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "session.jsonl")
 				require.NoError(t, os.WriteFile(path, base, 0o644))
 				stop := startAgent(t, path, format, run%2 == 1)
-				r := runCLI(t, runOpts{}, "compact", "--context-window", "6000", "--in-place", "--json", path)
+				r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--context-window", "6000", "--in-place", "--json", path)
 				wrote := stop()
 
 				var rep struct {

@@ -57,8 +57,8 @@ const maxLearnedOverhead = 100_000
 // compaction), less the estimate of the messages before it; else the
 // catalog's default for the agent.
 func overhead(e *host.Engine, sess *formats.Session, context []abi.Message, o ReadOptions) Overhead {
-	if o.AgentOverhead > 0 {
-		return Overhead{Tokens: o.AgentOverhead, Source: OverheadFlag}
+	if o.AgentOverhead != 0 {
+		return Overhead{Tokens: max(o.AgentOverhead, 0), Source: OverheadFlag}
 	}
 	def, known := catalog.AgentOverhead(sess.Format)
 	if !known {

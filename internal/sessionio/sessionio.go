@@ -56,7 +56,8 @@ type ReadOptions struct {
 	// what the agent sends when it resumes.
 	FullHistory bool
 	// AgentOverhead, above 0, is the agent's fixed overhead in tokens in
-	// place of the one learned from the file or the catalog's default.
+	// place of the one learned from the file or the catalog's default;
+	// negative means none.
 	AgentOverhead int
 }
 
