@@ -236,7 +236,14 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			b.close()
 			b.usage = -1
 			rb := newCodexBuilder(s.Skipped)
+			if tr != nil {
+				// The items of the latest compacted record are where the
+				// live context comes from: a later compaction may keep them.
+				rb.tr = &sourceLines{first: map[string]int{}}
+				tr.repl = &replSource{line: n, first: rb.tr.first}
+			}
 			for k := range c.Replacement {
+				rb.line = k + 1
 				it := &c.Replacement[k]
 				if err := rb.item(it, id+"-r"+strconv.Itoa(k)); err != nil {
 					return fmt.Errorf("compacted: replacement_history[%d]: %w", k, err)

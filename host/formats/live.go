@@ -50,6 +50,9 @@ func (s *Session) Live() []abi.Message {
 		i++
 	}
 	out = append(out, c.Replacement[:i]...)
+	// The instructions the replacement opens with stay through the next
+	// compaction, as the session's own leading instructions do.
+	pinLeadingSystem(out)
 	if c.Summary != "" && !slices.ContainsFunc(c.Replacement, func(m abi.Message) bool { return m.Summary }) {
 		id := "summary"
 		if c.ID != "" {

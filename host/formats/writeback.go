@@ -94,7 +94,27 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 	}
 	lines := splitLines(data)
 	start := len(lines) + 1
-	if wb.FirstKeptID != "" {
+	var repl []json.RawMessage // kept items of the latest compacted record
+	var replPinned []json.RawMessage
+	if tr.repl != nil {
+		if k, ok := tr.repl.first[wb.FirstKeptID]; ok && wb.FirstKeptID != "" {
+			var c struct {
+				History []json.RawMessage `json:"replacement_history"`
+			}
+			if err := json.Unmarshal(mustPayload(lines[tr.repl.line-1]), &c); err != nil || k > len(c.History) {
+				return nil, fmt.Errorf("%w: line %d, a compacted record, cannot be read again", ErrNotWritable, tr.repl.line)
+			}
+			for _, id := range wb.PinnedIDs {
+				if j, ok := tr.repl.first[id]; ok && j < k {
+					replPinned = append(replPinned, c.History[j-1])
+				}
+			}
+			// Kept from an item of the replacement: the items after it
+			// and every item written since.
+			repl, start = c.History[k-1:], tr.repl.line+1
+		}
+	}
+	if wb.FirstKeptID != "" && repl == nil {
 		n, ok := tr.first[wb.FirstKeptID]
 		if !ok {
 			return nil, fmt.Errorf("%w: message %q, the first one kept, comes from no line of the file", ErrNotWritable, wb.FirstKeptID)
@@ -135,7 +155,12 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 	if format == ClaudeCode {
 		block, err = claudeCodeBlock(lines, kept, wb)
 	} else {
-		block, err = codexBlock(lines, pinned, kept, wb)
+		var pinnedP, keptP []json.RawMessage
+		if pinnedP, err = payloadsOf(lines, pinned, replPinned); err == nil {
+			if keptP, err = payloadsOf(lines, kept, repl); err == nil {
+				block, err = codexBlock(lines, pinnedP, keptP, wb)
+			}
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -218,6 +243,17 @@ type sourceLines struct {
 	items []int
 	// copies are the items that copy a kept line after a compaction.
 	copies map[int]bool
+	// repl is where the messages of a Codex rollout's latest compacted
+	// record come from, nil when it has none.
+	repl *replSource
+}
+
+// replSource maps the messages of a compacted record's replacement
+// history to its items: first holds the 1-based index of the item that
+// opened each message, by ID; line is the record's line.
+type replSource struct {
+	line  int
+	first map[string]int
 }
 
 // copied records line as an item that copies a kept line.
@@ -521,12 +557,25 @@ func quoted(s string) []byte {
 	return b
 }
 
+// payloadsOf is first, then the payloads of the rollout's lines ns.
+func payloadsOf(lines [][]byte, ns []int, first []json.RawMessage) ([]json.RawMessage, error) {
+	out := append([]json.RawMessage(nil), first...)
+	for _, n := range ns {
+		p := mustPayload(lines[n-1])
+		if p == nil {
+			return nil, fmt.Errorf("%w: line %d, a kept item, has no payload", ErrNotWritable, n)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // codexBlock writes the compacted record and the context_compacted event.
 // The replacement history is the pinned items and the kept items as the
 // rollout has them, byte for byte, with the summary between them as a user
 // message; its turn id and the window fields continue those of the
 // rollout.
-func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error) {
+func codexBlock(lines [][]byte, pinned, kept []json.RawMessage, wb WriteBack) ([]byte, error) {
 	var last time.Time
 	var sessionStart time.Time
 	var sessionID string
@@ -585,13 +634,9 @@ func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error
 	_, _ = rand.Read(random[:])
 
 	hist := make([]json.RawMessage, 0, len(pinned)+1+len(kept))
-	for _, n := range append(pinned, kept...) {
+	for _, p := range append(append([]json.RawMessage(nil), pinned...), kept...) {
 		if len(hist) == len(pinned) {
 			hist = append(hist, nil) // the summary's place
-		}
-		p := mustPayload(lines[n-1])
-		if p == nil {
-			return nil, fmt.Errorf("%w: line %d, a kept item, has no payload", ErrNotWritable, n)
 		}
 		var kind struct {
 			Type string `json:"type"`
@@ -599,7 +644,7 @@ func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error
 		_ = json.Unmarshal(p, &kind)
 		if len(wb.Shortened) > 0 && strings.HasSuffix(kind.Type, "_output") {
 			if short, ok, err := shortenOne(p, span{0, len(p)}, "call_id", "output", wb.Shortened); err != nil {
-				return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
+				return nil, fmt.Errorf("%w: a kept item: %v", ErrNotWritable, err)
 			} else if ok {
 				p = short
 			}

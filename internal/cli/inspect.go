@@ -68,7 +68,6 @@ type inspectCompaction struct {
 	By            string `json:"by"` // "agent" or "compact-host"
 	Line          int    `json:"line"`
 	Bytes         int    `json:"bytes"`
-	Folded        int    `json:"messages_folded"`
 	SummaryTokens int    `json:"summary_tokens"`
 	PreTokens     int    `json:"pre_tokens,omitempty"`
 }
@@ -126,7 +125,7 @@ func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []strin
 		if c.Ours {
 			by = "compact-host"
 		}
-		r.FileCompactions = append(r.FileCompactions, inspectCompaction{By: by, Line: c.Line, Bytes: c.Bytes, Folded: c.Folded,
+		r.FileCompactions = append(r.FileCompactions, inspectCompaction{By: by, Line: c.Line, Bytes: c.Bytes,
 			SummaryTokens: c.SummaryTokens, PreTokens: c.PreTokens})
 	}
 	r.Thresholds.Prune, r.Thresholds.Compact, r.Thresholds.Emergency = b.PruneAt, b.CompactAt, b.EmergencyAt
@@ -151,7 +150,11 @@ func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []strin
 	}
 	fmt.Fprintf(w, "request: %s tokens of a %s budget (%.1f%%), window %s, counted with %s\n", num(r.Request), num(r.Budget), 100*r.Usage, num(r.ContextWindow), r.Tokenizer)
 	for _, c := range r.FileCompactions {
-		fmt.Fprintf(w, "compaction by %s at line %d: %s bytes, %d messages folded, summary %s tokens\n", c.By, c.Line, num(c.Bytes), c.Folded, num(c.SummaryTokens))
+		summary := num(c.SummaryTokens) + " tokens"
+		if c.SummaryTokens == 0 {
+			summary = "encrypted"
+		}
+		fmt.Fprintf(w, "compaction by %s at line %d: %s bytes, summary %s\n", c.By, c.Line, num(c.Bytes), summary)
 	}
 	for _, sa := range r.Subagents {
 		fmt.Fprintf(w, "subagent %s (call %s): %d messages, %s tokens, not in the context\n", sa.ID, sa.ToolUseID, sa.Messages, num(sa.Tokens))

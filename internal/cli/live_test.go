@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+
+	"github.com/compact-host/compact-host/host/formats"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -151,6 +155,56 @@ func TestUndoTravelsWithTheFile(t *testing.T) {
 			after, err := os.ReadFile(moved)
 			require.NoError(t, err)
 			assert.Equal(t, before, after, "a refused undo changes nothing")
+		})
+	}
+}
+
+// Compacting a compacted file folds from its live context and appends
+// only the new block: over ten in-place runs at a shrinking window the
+// file stays readable, each run's live context is no larger than the one
+// before, the file grows by exactly the block each run appends, and the
+// bytes before it stay as they were.
+func TestRepeatedInPlaceCompactionsFoldTheLiveContext(t *testing.T) {
+	for _, name := range []string{"claude-code-go-cli.jsonl", "codex-typescript.jsonl"} {
+		t.Run(name, func(t *testing.T) {
+			orig, err := os.ReadFile(filepath.Join(corpusDir(t), name))
+			require.NoError(t, err)
+			path := filepath.Join(t.TempDir(), "s.jsonl")
+			require.NoError(t, os.WriteFile(path, orig, 0o644))
+			prevLive := inspectJSON(t, "--agent-overhead", "0", path).Tokens
+			prev := orig
+			for run, window := 0, 64_000; run < 10; run, window = run+1, window-5_000 {
+				res := runCLI(t, runOpts{}, "compact", "--strategy=structured", "--in-place", "--agent-overhead", "0",
+					"--context-window", strconv.Itoa(window), path)
+				require.Equal(t, 0, res.code, "run %d: %s", run, res.stderr)
+				data, err := os.ReadFile(path)
+				require.NoError(t, err)
+				require.True(t, bytes.HasPrefix(data, prev), "run %d rewrote the bytes before its block", run)
+				if len(data) > len(prev) {
+					b, err := formats.FindAppended(data)
+					require.NoError(t, err, "run %d", run)
+					assert.Equal(t, int64(len(prev)), b.Offset, "run %d: the block names the bytes it was appended to", run)
+					assert.Equal(t, int64(len(data)), b.End, "run %d: the file grew by its block alone", run)
+				}
+				s, err := formats.ReadFile(path)
+				require.NoError(t, err, "run %d", run)
+				require.NoError(t, formats.Validate(s.Live()), "run %d: the live context is a valid conversation", run)
+				r := inspectJSON(t, "--agent-overhead", "0", path)
+				assert.LessOrEqual(t, r.Tokens, prevLive, "run %d at %d: the live context grew", run, window)
+				if len(data) > len(prev) {
+					assert.Less(t, r.Tokens, prevLive, "run %d at %d appended a block that does not shrink what the agent sends", run, window)
+				}
+				prevLive, prev = r.Tokens, data
+			}
+			r := inspectJSON(t, "--agent-overhead", "0", path)
+			t.Logf("%s: %d compactions in the file, live context %d tokens, full history %d", name, r.Compactions, r.Tokens, r.HistoryTokens)
+			ours := 0
+			for _, c := range r.FileCompactions {
+				if c.By == "compact-host" {
+					ours++
+				}
+			}
+			assert.GreaterOrEqual(t, ours, 2, "the later runs compacted the compacted file")
 		})
 	}
 }

@@ -25,15 +25,12 @@ func countMessages(e *host.Engine, msgs []abi.Message) int {
 
 // describeFile fills in the compactions and subagents of an agent's file.
 func describeFile(e *host.Engine, in *Input, sess *formats.Session) {
-	prev := 0
 	for _, c := range sess.AgentCompactions {
-		// The history the compaction kept (Replacement) was not folded.
-		fc := FileCompaction{Line: c.Line, Bytes: c.Bytes, Ours: c.Ours, Folded: max(c.FirstKept-prev-len(c.Replacement), 0), PreTokens: c.PreTokens}
+		fc := FileCompaction{Line: c.Line, Bytes: c.Bytes, Ours: c.Ours, PreTokens: c.PreTokens}
 		if c.Summary != "" {
 			fc.SummaryTokens = e.CountTokens(c.Summary)
 		}
 		in.Compactions = append(in.Compactions, fc)
-		prev = c.FirstKept
 	}
 	for _, sa := range sess.Subagents {
 		info := SubagentInfo{ID: sa.ID, ToolUseID: sa.ToolUseID, Messages: len(sa.Messages)}

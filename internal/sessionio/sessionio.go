@@ -68,8 +68,6 @@ type FileCompaction struct {
 	Line, Bytes int
 	// Ours is set for a compaction compact-host wrote.
 	Ours bool
-	// Folded is how many messages of the full history it folded.
-	Folded int
 	// SummaryTokens is the size of its readable summary (0 when the agent
 	// encrypted it); PreTokens what the agent reported before it.
 	SummaryTokens, PreTokens int
