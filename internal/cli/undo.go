@@ -32,7 +32,9 @@ compaction into (--in-place or -o), undo removes exactly the lines it
 appended, leaving the file byte for byte as it was: when the agent's lines
 were carried after the compaction, the compaction and the copies go and
 the agent's lines stay. It refuses (exit 7) when the file changed since:
-the agent went on from the compaction, or the file was edited.`,
+the agent went on from the compaction, or the file was edited. The block
+names the length and hash of the bytes it was appended to, so undo works
+on a copy of the file, after a move, or with the cache dir wiped.`,
 		Example: `  compact-host undo session.compacted.jsonl
   compact-host undo ~/.claude/projects/-home-me-app/0b1c….jsonl`,
 		Args: cobra.ExactArgs(1),
