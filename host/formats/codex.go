@@ -188,6 +188,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 	b := newCodexBuilder(s.Skipped)
 	b.tr = tr
+	lastCompacted := 0 // the line of the latest compacted record
 	err := readJSONL(r, Codex, func(line []byte, n int) error {
 		b.line = n
 		var l codexLine
@@ -256,6 +257,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			repl, _ := normalize(rb.msgs, nil, id+"-r", map[string]int{})
 			s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: id, Summary: c.Message, FirstKept: len(b.msgs), Replacement: repl,
 				Line: n, Bytes: len(line) + 1, Ours: c.Appended != nil, AppendedTo: c.Appended})
+			lastCompacted = n
 		case "event_msg":
 			var ev struct {
 				Type string `json:"type"`
@@ -264,6 +266,9 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 				return fmt.Errorf("event_msg: %s", jsonReason(err))
 			}
 			if ev.Type != "token_count" {
+				if k := len(s.AgentCompactions) - 1; ev.Type == "context_compacted" && k >= 0 && lastCompacted == n-1 {
+					s.AgentCompactions[k].Bytes += len(line) + 1 // the event Codex writes after the record is one with it
+				}
 				s.Skipped["event_msg/"+ev.Type]++
 				return nil
 			}

@@ -45,6 +45,7 @@ func TestFindAppended(t *testing.T) {
 			require.NotNil(t, last.AppendedTo)
 			assert.Equal(t, int64(len(orig)), last.AppendedTo.PrefixLength)
 			assert.Equal(t, b.Line, last.Line)
+			assert.Equal(t, int(b.End-b.Offset), last.Bytes, "the compaction's size is its block's")
 
 			// Compacted again: the latest block is found, after the first.
 			twice := appendTo(t, data)
