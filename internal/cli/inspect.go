@@ -175,7 +175,7 @@ func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []strin
 		}
 		fmt.Fprintf(w, "  %-10s at %3.0f%% (%s tokens): %s\n", name, 100*share, num(int(share*float64(r.Budget))), where)
 	}
-	fmt.Fprintln(w, "thresholds (replaying the whole history without compaction):")
+	fmt.Fprintln(w, "thresholds (replaying the context message by message, without compaction):")
 	at("prune", r.Thresholds.Prune, r.CrossedAt.Prune)
 	at("compact", r.Thresholds.Compact, r.CrossedAt.Compact)
 	at("emergency", r.Thresholds.Emergency, r.CrossedAt.Emergency)
