@@ -71,12 +71,17 @@ type plan struct {
 	// collect fills them, for the strategies, after makePlan.
 	history, prefix []Message
 	previous        string
-	files           abi.FileOps
-	latestRequest   string // text of the latest request, when it is folded
-	folded          int
-	generation      int
-	before          int
-	turnNo          int
+	// imported is the index+1 of a summary message the session was read
+	// with (a file compacted before, by its agent or by us): its text is
+	// merged as the previous summary rather than folded as a message. 0
+	// when there is none.
+	imported      int
+	files         abi.FileOps
+	latestRequest string // text of the latest request, when it is folded
+	folded        int
+	generation    int
+	before        int
+	turnNo        int
 }
 
 func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
@@ -87,6 +92,11 @@ func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
 	p.cut = s.findCut(p.start, keep, e.cfg.MinKeepMessages)
 	if p.cut <= p.start {
 		return nil, ErrNothingToFold
+	}
+	if p.previous == "" {
+		if i := s.leadingSummary(p.start, p.cut); i >= 0 {
+			p.previous, p.imported = textOf(s.msgs[i].msg), i+1
+		}
 	}
 	p.turn = s.turnStart(p.cut)
 	p.histEnd = p.cut
@@ -118,7 +128,7 @@ func (p *plan) collect(s *Session) {
 		p.prefix = make([]Message, 0, p.prefixLen)
 	}
 	for i := p.start; i < p.cut; i++ {
-		if s.msgs[i].msg.Pinned {
+		if s.msgs[i].msg.Pinned || i+1 == p.imported {
 			continue
 		}
 		if i < p.histEnd {
@@ -669,4 +679,32 @@ func (b *breaker) record(err error, now time.Time, threshold int, cooldown time.
 	if b.failures >= threshold {
 		b.openUntil = now.Add(cooldown)
 	}
+}
+
+// leadingSummary is the index of the summary message that opens the
+// unpinned messages of msgs[start:cut], or -1: a session read from a file
+// compacted before starts from that compaction's summary.
+func (s *Session) leadingSummary(start, cut int) int {
+	for i := start; i < cut; i++ {
+		m := &s.msgs[i].msg
+		switch {
+		case m.Pinned:
+			continue
+		case m.Summary && m.Role == abi.RoleUser:
+			return i
+		}
+		return -1
+	}
+	return -1
+}
+
+// textOf is the text of m's text blocks.
+func textOf(m Message) string {
+	var b strings.Builder
+	for _, blk := range m.Content {
+		if blk.Type == abi.BlockText {
+			b.WriteString(blk.Text)
+		}
+	}
+	return b.String()
 }

@@ -125,3 +125,19 @@ func Len() int {
 	loadOnce.Do(load)
 	return len(byKey)
 }
+
+// agentOverhead is what each agent adds to every request besides the
+// conversation (system prompt, tool schemas, per-request context), in
+// tokens, by session format name; measured from the usage the agents
+// record (see RATIONALE.md, "The live context of an agent's file").
+var agentOverhead = map[string]int{
+	"claude-code": 19_000,
+	"codex":       4_000,
+}
+
+// AgentOverhead is the default fixed overhead of the agent whose session
+// format is named format, and whether it is known.
+func AgentOverhead(format string) (int, bool) {
+	n, ok := agentOverhead[format]
+	return n, ok
+}

@@ -49,7 +49,7 @@ func agentSaid(t *testing.T, file []byte) []int {
 	s, err := Read(bytes.NewReader(file), "")
 	require.NoError(t, err)
 	var out []int
-	for _, m := range s.Compacted() {
+	for _, m := range s.Live() {
 		for _, b := range m.Content {
 			var n int
 			if _, err := fmt.Sscanf(b.Text, "agent line %d", &n); err == nil && strings.HasPrefix(b.Text, "agent line ") {
@@ -101,8 +101,8 @@ func TestCarryBringsHiddenLinesAfterTheCompaction(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, view(withAgent.Messages), view(got.Messages), "the history holds each line once")
 			want := view(expected(orig.Messages, k, "the summary"))
-			assert.Equal(t, want, view(got.Compacted())[:len(want)], "the compaction is the one written")
-			assert.NoError(t, Validate(got.Compacted()))
+			assert.Equal(t, want, view(got.Live())[:len(want)], "the compaction is the one written")
+			assert.NoError(t, Validate(got.Live()))
 
 			// Once carried, nothing more is.
 			again, err := c.Carry([]Landed{{Data: hidden, Unseen: true}, {Data: block, Ours: true}, {Data: after}, {Data: carry, Ours: true}})

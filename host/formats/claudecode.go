@@ -16,8 +16,19 @@ type ccRecord struct {
 	UUID             string     `json:"uuid"`
 	IsSidechain      bool       `json:"isSidechain"`
 	IsCompactSummary bool       `json:"isCompactSummary"`
+	AgentID          string     `json:"agentId"`
+	ParentToolUseID  string     `json:"parentToolUseID"`
 	Message          *ccMessage `json:"message"`
-	CompactMetadata  *struct {
+	Data             *struct {
+		Type    string `json:"type"`
+		AgentID string `json:"agentId"`
+		Message *struct {
+			Type    string     `json:"type"`
+			Message *ccMessage `json:"message"`
+		} `json:"message"`
+	} `json:"data"`
+	Appended        *Appended `json:"compact_host_appended"`
+	CompactMetadata *struct {
 		Trigger   string `json:"trigger"`
 		PreTokens int    `json:"preTokens"`
 	} `json:"compactMetadata"`
@@ -92,11 +103,31 @@ func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 	var kept *ccBuilder          // the copies, read as messages
 	copiesOf := -1               // the compaction they belong to
 	keptOf := map[int][]abi.Message{}
+	subagents := map[string]int{}
 	flush := func() {
 		if kept != nil && len(kept.msgs) > 0 {
 			keptOf[copiesOf] = kept.msgs
 		}
 		copies, kept = nil, nil
+	}
+	// subagent adds one line of a subagent's conversation.
+	subagent := func(id, toolUseID, role string, m *ccMessage) {
+		k, ok := subagents[id]
+		if !ok {
+			k = len(s.Subagents)
+			subagents[id] = k
+			s.Subagents = append(s.Subagents, Subagent{ID: id})
+		}
+		sa := &s.Subagents[k]
+		if sa.ToolUseID == "" {
+			sa.ToolUseID = toolUseID
+		}
+		msg := abi.Message{Role: role}
+		if m != nil {
+			msg.ID = m.ID
+			msg.Content, _ = apiContent(m.Content, map[string]int{}) // what cannot be read is not counted
+		}
+		sa.Messages = append(sa.Messages, msg)
 	}
 	err := readJSONL(r, ClaudeCode, func(line []byte, n int) error {
 		var rec ccRecord
@@ -108,7 +139,8 @@ func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 		case "system":
 			if rec.Subtype == "compact_boundary" {
 				flush()
-				c := AgentCompaction{ID: rec.UUID, FirstKept: len(main.msgs)}
+				c := AgentCompaction{ID: rec.UUID, FirstKept: len(main.msgs), Line: n, Bytes: len(line) + 1,
+					Ours: rec.Appended != nil, AppendedTo: rec.Appended}
 				if rec.CompactMetadata != nil {
 					c.Trigger, c.PreTokens = rec.CompactMetadata.Trigger, rec.CompactMetadata.PreTokens
 				}
@@ -119,6 +151,15 @@ func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			}
 			s.Skipped["system/"+rec.Subtype]++
 			return nil
+		case "progress":
+			if d := rec.Data; d != nil && d.Type == "agent_progress" {
+				if d.Message != nil && (d.Message.Type == "user" || d.Message.Type == "assistant") {
+					subagent(d.AgentID, rec.ParentToolUseID, d.Message.Type, d.Message.Message)
+				}
+				return nil
+			}
+			s.Skipped[rec.Type]++
+			return nil
 		case "":
 			return errors.New(`expected a record with a "type"`)
 		default:
@@ -126,7 +167,7 @@ func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			return nil
 		}
 		if rec.IsSidechain {
-			s.Skipped["sidechain"]++
+			subagent(rec.AgentID, rec.ParentToolUseID, rec.Type, rec.Message)
 			return nil
 		}
 		if rec.Message == nil {
@@ -137,15 +178,24 @@ func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			return fmt.Errorf("message.content: %s", jsonReason(err))
 		}
 		if rec.UUID != "" && copies[rec.UUID] {
-			kept.add(&rec, blocks, n)
+			// A copy is where the live context comes from: a later
+			// compaction may keep it, and copy it again.
+			i, opened := kept.add(&rec, blocks, n)
+			lineMsg[rec.UUID] = true
+			if opened {
+				tr.open(kept.msgs[i].ID, n)
+			}
+			tr.copied(n)
+			s.AgentCompactions[copiesOf].Bytes += len(line) + 1
 			return nil
 		}
 		if rec.IsCompactSummary {
 			if pendingSummary < 0 {
 				flush()
-				s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: rec.UUID, FirstKept: len(main.msgs)})
+				s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: rec.UUID, FirstKept: len(main.msgs), Line: n})
 				pendingSummary = len(s.AgentCompactions) - 1
 			}
+			s.AgentCompactions[pendingSummary].Bytes += len(line) + 1
 			s.AgentCompactions[pendingSummary].Summary = textOf(blocks, abi.BlockText)
 			copiesOf, kept = pendingSummary, &ccBuilder{lastAssistant: -1}
 			copies = make(map[string]bool, len(lineMsg))

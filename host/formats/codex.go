@@ -188,6 +188,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 	b := newCodexBuilder(s.Skipped)
 	b.tr = tr
+	lastCompacted := 0 // the line of the latest compacted record
 	err := readJSONL(r, Codex, func(line []byte, n int) error {
 		b.line = n
 		var l codexLine
@@ -228,6 +229,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			var c struct {
 				Message     string      `json:"message"`
 				Replacement []codexItem `json:"replacement_history"`
+				Appended    *Appended   `json:"compact_host_appended"`
 			}
 			if err := decodeChecked(l.Payload, &c); err != nil {
 				return fmt.Errorf("compacted: %s", jsonReason(err))
@@ -235,7 +237,14 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			b.close()
 			b.usage = -1
 			rb := newCodexBuilder(s.Skipped)
+			if tr != nil {
+				// The items of the latest compacted record are where the
+				// live context comes from: a later compaction may keep them.
+				rb.tr = &sourceLines{first: map[string]int{}}
+				tr.repl = &replSource{line: n, first: rb.tr.first}
+			}
 			for k := range c.Replacement {
+				rb.line = k + 1
 				it := &c.Replacement[k]
 				if err := rb.item(it, id+"-r"+strconv.Itoa(k)); err != nil {
 					return fmt.Errorf("compacted: replacement_history[%d]: %w", k, err)
@@ -246,7 +255,9 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 				}
 			}
 			repl, _ := normalize(rb.msgs, nil, id+"-r", map[string]int{})
-			s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: id, Summary: c.Message, FirstKept: len(b.msgs), Replacement: repl})
+			s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: id, Summary: c.Message, FirstKept: len(b.msgs), Replacement: repl,
+				Line: n, Bytes: len(line) + 1, Ours: c.Appended != nil, AppendedTo: c.Appended})
+			lastCompacted = n
 		case "event_msg":
 			var ev struct {
 				Type string `json:"type"`
@@ -255,6 +266,9 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 				return fmt.Errorf("event_msg: %s", jsonReason(err))
 			}
 			if ev.Type != "token_count" {
+				if k := len(s.AgentCompactions) - 1; ev.Type == "context_compacted" && k >= 0 && lastCompacted == n-1 {
+					s.AgentCompactions[k].Bytes += len(line) + 1 // the event Codex writes after the record is one with it
+				}
 				s.Skipped["event_msg/"+ev.Type]++
 				return nil
 			}

@@ -84,8 +84,10 @@ func describeFormat(f string) string {
 type Session struct {
 	// Format is the format the session was read from.
 	Format string
-	// Messages is the conversation as the agent had it before any of its
-	// own compactions, in canonical form. It satisfies Validate.
+	// Messages is the full history: the conversation as the agent had it
+	// before any compaction, its own or one AppendCompaction wrote, in
+	// canonical form. It satisfies Validate. What the agent sends when it
+	// resumes is Live.
 	Messages []abi.Message
 	// Skipped counts source records that carried no conversation content
 	// (progress lines, hook events, duplicated UI events, encrypted
@@ -94,8 +96,14 @@ type Session struct {
 	// Repaired counts repairs made to satisfy Validate, by kind (the
 	// Repair* constants).
 	Repaired map[string]int
-	// AgentCompactions are the compactions the agent itself made, in order.
+	// AgentCompactions are the compactions recorded in the file in the
+	// agent's own form, in order: the agent's and those AppendCompaction
+	// wrote (Ours).
 	AgentCompactions []AgentCompaction
+	// Subagents are the conversations of the agent's subagents (Claude
+	// Code Task/Agent sidechains and agent_progress lines): not part of
+	// the context the agent sends, so kept out of Messages.
+	Subagents []Subagent
 	// LogCompactions are the compaction entries of a host session log read
 	// as Canonical, in order.
 	LogCompactions []LogCompaction
@@ -127,6 +135,26 @@ type AgentCompaction struct {
 	// PreTokens is the context size the agent reported before compacting,
 	// 0 when unknown.
 	PreTokens int
+	// Line is the 1-based line of the compaction's first record, and
+	// Bytes the size of its records (with Claude Code, the boundary, the
+	// summary and the copies of the kept lines after it).
+	Line, Bytes int
+	// Ours is set when AppendCompaction wrote the compaction; AppendedTo
+	// then says what it was appended to, so it can be taken away again
+	// without any other record (see FindAppended).
+	Ours       bool
+	AppendedTo *Appended
+}
+
+// Subagent is one subagent's conversation inside an agent's session file.
+type Subagent struct {
+	// ID is the agent's ID for the subagent ("" when it names none).
+	ID string
+	// ToolUseID is the parent's call that ran it, when recorded.
+	ToolUseID string
+	// Messages are its messages, one per line, in order; they need not
+	// satisfy Validate.
+	Messages []abi.Message
 }
 
 // LogCompaction is a compaction entry of a host session log, kept as written.

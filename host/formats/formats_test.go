@@ -92,7 +92,7 @@ func TestReadFixtures(t *testing.T) {
 				`user u2: text("continue")`,
 				`assistant a6: text("Done.") usage(in=1 out=4 cr=300 cw=2)`,
 			},
-			skipped:  map[string]int{"file-history-snapshot": 1, "progress": 2, "sidechain": 1},
+			skipped:  map[string]int{"file-history-snapshot": 1, "progress": 2},
 			repaired: map[string]int{RepairMissingResult: 1},
 		},
 		{
@@ -241,8 +241,12 @@ func TestReadFixtureCompactions(t *testing.T) {
 	s, err := Read(bytes.NewReader(fixture(t, "claude-code.jsonl")), ClaudeCode)
 	require.NoError(t, err)
 	want := []AgentCompaction{{ID: "cb1", Summary: "This session is being continued from a previous conversation. Summary: fixing Add in calc.go.",
-		FirstKept: 6, Trigger: "auto", PreTokens: 150000}}
+		FirstKept: 6, Trigger: "auto", PreTokens: 150000, Line: 13, Bytes: 214 + 256}}
 	assert.Equal(t, want, s.AgentCompactions, "claude-code compactions")
+	// The sidechain line is a subagent's, kept apart from the conversation.
+	require.Len(t, s.Subagents, 1)
+	require.Len(t, s.Subagents[0].Messages, 1)
+	assert.Equal(t, "subagent chatter", s.Subagents[0].Messages[0].Content[0].Text)
 
 	s, err = Read(bytes.NewReader(fixture(t, "codex.jsonl")), Codex)
 	require.NoError(t, err)

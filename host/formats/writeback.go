@@ -10,13 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/compact-host/compact-host/abi"
 )
 
 // WriteBack is a compaction to record in an agent's own session file, in
@@ -63,7 +60,7 @@ var WritableFormats = []string{ClaudeCode, Codex}
 // agent's own records carry is taken from the lines of data (session id,
 // cwd, version, branch, window ids, turn id) or from wb; nothing the agent
 // would misread is made up. Read gives back what the agent will see:
-// Session.Compacted is the summary and the kept messages.
+// Session.Live is the summary and the kept messages.
 //
 // data must end with a complete line: a last line cut short (an agent is
 // writing it) is refused, the error wraps ErrTornLine. A complete last
@@ -97,16 +94,40 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 	}
 	lines := splitLines(data)
 	start := len(lines) + 1
-	if wb.FirstKeptID != "" {
+	var repl []json.RawMessage // kept items of the latest compacted record
+	var replPinned []json.RawMessage
+	if tr.repl != nil {
+		if k, ok := tr.repl.first[wb.FirstKeptID]; ok && wb.FirstKeptID != "" {
+			var c struct {
+				History []json.RawMessage `json:"replacement_history"`
+			}
+			if err := json.Unmarshal(mustPayload(lines[tr.repl.line-1]), &c); err != nil || k > len(c.History) {
+				return nil, fmt.Errorf("%w: line %d, a compacted record, cannot be read again", ErrNotWritable, tr.repl.line)
+			}
+			for _, id := range wb.PinnedIDs {
+				if j, ok := tr.repl.first[id]; ok && j < k {
+					replPinned = append(replPinned, c.History[j-1])
+				}
+			}
+			// Kept from an item of the replacement: the items after it
+			// and every item written since.
+			repl, start = c.History[k-1:], tr.repl.line+1
+		}
+	}
+	if wb.FirstKeptID != "" && repl == nil {
 		n, ok := tr.first[wb.FirstKeptID]
 		if !ok {
 			return nil, fmt.Errorf("%w: message %q, the first one kept, comes from no line of the file", ErrNotWritable, wb.FirstKeptID)
 		}
 		start = n
 	}
+	// Kept from a copy (the live context after a compaction), the lines
+	// after it are the copies and what came since; kept from an original
+	// line (the full history), the copies repeat lines already kept.
 	var kept []int
+	fromCopy := tr.copies[start]
 	for _, n := range tr.items {
-		if n >= start {
+		if n >= start && (fromCopy || !tr.copies[n]) {
 			kept = append(kept, n)
 		}
 	}
@@ -134,7 +155,12 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 	if format == ClaudeCode {
 		block, err = claudeCodeBlock(lines, kept, wb)
 	} else {
-		block, err = codexBlock(lines, pinned, kept, wb)
+		var pinnedP, keptP []json.RawMessage
+		if pinnedP, err = payloadsOf(lines, pinned, replPinned); err == nil {
+			if keptP, err = payloadsOf(lines, kept, repl); err == nil {
+				block, err = codexBlock(lines, pinnedP, keptP, wb)
+			}
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -146,6 +172,11 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 		}
 		sort.Strings(ids)
 		return nil, fmt.Errorf("%w: shortened tool results %s are in no kept line", ErrNotWritable, strings.Join(ids, ", "))
+	}
+	// The block names what it was appended to, so that it can be taken
+	// away from the file alone (FindAppended).
+	if block, err = markBlock(format, data, block); err != nil {
+		return nil, err
 	}
 	return append(lead, block...), nil
 }
@@ -210,6 +241,30 @@ func shortenOne(b []byte, e span, idKey, field string, short map[string]string) 
 type sourceLines struct {
 	first map[string]int
 	items []int
+	// copies are the items that copy a kept line after a compaction.
+	copies map[int]bool
+	// repl is where the messages of a Codex rollout's latest compacted
+	// record come from, nil when it has none.
+	repl *replSource
+}
+
+// replSource maps the messages of a compacted record's replacement
+// history to its items: first holds the 1-based index of the item that
+// opened each message, by ID; line is the record's line.
+type replSource struct {
+	line  int
+	first map[string]int
+}
+
+// copied records line as an item that copies a kept line.
+func (t *sourceLines) copied(line int) {
+	if t != nil {
+		t.item(line)
+		if t.copies == nil {
+			t.copies = map[int]bool{}
+		}
+		t.copies[line] = true
+	}
 }
 
 func (t *sourceLines) open(id string, line int) {
@@ -502,12 +557,25 @@ func quoted(s string) []byte {
 	return b
 }
 
+// payloadsOf is first, then the payloads of the rollout's lines ns.
+func payloadsOf(lines [][]byte, ns []int, first []json.RawMessage) ([]json.RawMessage, error) {
+	out := append([]json.RawMessage(nil), first...)
+	for _, n := range ns {
+		p := mustPayload(lines[n-1])
+		if p == nil {
+			return nil, fmt.Errorf("%w: line %d, a kept item, has no payload", ErrNotWritable, n)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // codexBlock writes the compacted record and the context_compacted event.
 // The replacement history is the pinned items and the kept items as the
 // rollout has them, byte for byte, with the summary between them as a user
 // message; its turn id and the window fields continue those of the
 // rollout.
-func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error) {
+func codexBlock(lines [][]byte, pinned, kept []json.RawMessage, wb WriteBack) ([]byte, error) {
 	var last time.Time
 	var sessionStart time.Time
 	var sessionID string
@@ -566,13 +634,9 @@ func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error
 	_, _ = rand.Read(random[:])
 
 	hist := make([]json.RawMessage, 0, len(pinned)+1+len(kept))
-	for _, n := range append(pinned, kept...) {
+	for _, p := range append(append([]json.RawMessage(nil), pinned...), kept...) {
 		if len(hist) == len(pinned) {
 			hist = append(hist, nil) // the summary's place
-		}
-		p := mustPayload(lines[n-1])
-		if p == nil {
-			return nil, fmt.Errorf("%w: line %d, a kept item, has no payload", ErrNotWritable, n)
 		}
 		var kind struct {
 			Type string `json:"type"`
@@ -580,7 +644,7 @@ func codexBlock(lines [][]byte, pinned, kept []int, wb WriteBack) ([]byte, error
 		_ = json.Unmarshal(p, &kind)
 		if len(wb.Shortened) > 0 && strings.HasSuffix(kind.Type, "_output") {
 			if short, ok, err := shortenOne(p, span{0, len(p)}, "call_id", "output", wb.Shortened); err != nil {
-				return nil, fmt.Errorf("%w: line %d: %v", ErrNotWritable, n, err)
+				return nil, fmt.Errorf("%w: a kept item: %v", ErrNotWritable, err)
 			} else if ok {
 				p = short
 			}
@@ -657,54 +721,6 @@ func mustPayload(line []byte) json.RawMessage {
 	return l.Payload
 }
 
-// Compacted returns the conversation as the agent continues it after its
-// latest compaction (its own or one AppendCompaction wrote): the
-// instructions it sends itself, the system messages of the kept history,
-// the summary as a user message with Summary set, the rest of the kept
-// history (Codex's replacement history, or the copies of the kept lines
-// AppendCompaction chains after a Claude Code summary), and the messages
-// written since. A session the agent never compacted is returned as
-// Messages.
-func (s *Session) Compacted() []abi.Message {
-	if len(s.AgentCompactions) == 0 {
-		return s.Messages
-	}
-	c := s.AgentCompactions[len(s.AgentCompactions)-1]
-	var out []abi.Message
-	// Codex sends its base instructions itself; they are never in the
-	// replacement history, unlike the developer messages.
-	inRepl := map[string]bool{}
-	for _, m := range c.Replacement {
-		if m.Role == abi.RoleSystem {
-			inRepl[textOf(m.Content, abi.BlockText)] = true
-		}
-	}
-	for _, m := range s.Messages[:c.FirstKept] {
-		if m.Role != abi.RoleSystem || !m.Pinned {
-			break
-		}
-		if !inRepl[textOf(m.Content, abi.BlockText)] {
-			out = append(out, m)
-		}
-	}
-	// The summary goes where the replacement history has it (Codex keeps
-	// it there), else after the replacement's instructions.
-	i := 0
-	for i < len(c.Replacement) && c.Replacement[i].Role == abi.RoleSystem {
-		i++
-	}
-	out = append(out, c.Replacement[:i]...)
-	if c.Summary != "" && !slices.ContainsFunc(c.Replacement, func(m abi.Message) bool { return m.Summary }) {
-		id := "summary"
-		if c.ID != "" {
-			id += "-" + c.ID
-		}
-		out = append(out, abi.Message{ID: id, Role: abi.RoleUser, Summary: true, Content: []abi.Block{{Type: abi.BlockText, Text: c.Summary}}})
-	}
-	out = append(out, c.Replacement[i:]...)
-	return append(out, s.Messages[c.FirstKept:]...)
-}
-
 // Landed is a run of the bytes an agent's file holds after the offset a
 // compaction was made from (host.Landed): our appends, the first of them
 // the block AppendCompaction returned, and the lines the agent appended
@@ -723,7 +739,7 @@ var ErrCannotCarry = errors.New("formats: cannot carry the agent's lines after t
 
 // A Carrier makes the records that carry the lines an agent wrote while
 // a compaction was appended to its file into the conversation it
-// continues (Session.Compacted), in the order it wrote them.
+// continues (Session.Live), in the order it wrote them.
 //
 // Claude Code: copies of the message lines that landed before the block
 // are chained after its last line, as the kept lines are; lines after the

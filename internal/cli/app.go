@@ -88,6 +88,9 @@ type app struct {
 	meter *server.Meter
 	// step is what the command is doing, for progress lines.
 	step atomic.Value
+	// reading is how agents' files are read (--full-history,
+	// --agent-overhead).
+	reading sessionio.ReadOptions
 }
 
 // sayOffline tells the user, once, that summaries are made without a model.
@@ -468,7 +471,7 @@ func (a *app) loadInput(ctx context.Context, e *host.Engine, path, format string
 		}
 		return &input{path: path, Input: &sessionio.Input{Session: s, Format: formats.Canonical, Log: true}}, nil
 	}
-	in, err := sessionio.Read(e, displayPath(path), data, format)
+	in, err := sessionio.ReadWith(e, displayPath(path), data, format, a.reading)
 	if err != nil {
 		return nil, withCode(ExitInput, err)
 	}

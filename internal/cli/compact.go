@@ -30,10 +30,12 @@ type compactOptions struct {
 	focus     string
 	dryRun    bool
 	json      bool
+	reading   readingFlags
 }
 
 func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
 	addEngineFlags(cmd, &o.engine)
+	addReadingFlags(cmd, &o.reading)
 	fl := cmd.Flags()
 	fl.StringVar(&o.format, "format", "", "input format (default: detected): canonical, anthropic, openai, claude-code, codex, copilot, mini-swe-agent, swe-agent")
 	fl.StringVar(&o.outFormat, "output-format", "", "output format: canonical (a session log, undoable), anthropic or openai (the compacted request), claude-code or codex (the agent's own file with the compaction recorded as the agent records one; for an input of that format); default: the input's format where it can be written, else canonical")
@@ -108,6 +110,7 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 		return err
 	}
 	defer a.close()
+	a.reading = o.reading.options()
 	e, err := a.engine(ctx, !o.dryRun)
 	if err != nil {
 		return err
@@ -130,7 +133,13 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	rep.Format, rep.Messages, rep.Model = in.Format, s.Len(), hc.Model
 	rep.ContextWindow, rep.Budget, rep.Tokenizer = b.ContextWindow, b.Input, e.Tokenizer()
 	rep.SkippedRecords, rep.Repaired = in.Skipped, in.Repaired
-	rep.TokensBefore = s.ContextTokens()
+	// The agent's overhead counts when the compaction goes back into its
+	// file: the agent then sends it with every request.
+	overhead := 0
+	if writeBackFormat(o, in) != "" {
+		overhead = in.Overhead.Tokens
+	}
+	rep.TokensBefore = s.ContextTokens() + overhead
 	var fallbacks []string
 	e.Subscribe(func(ev host.Event) {
 		if f, ok := ev.(*host.FallbackEvent); ok {
@@ -145,7 +154,7 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 		a.setStep(strategy)
 		a.progress("compacting %s (%d messages, %d tokens) with %s…", rep.Input, rep.Messages, rep.TokensBefore, strategy)
 	}
-	res, err := sessionio.Compact(ctx, e, s, sessionio.Options{Focus: o.focus, Threshold: o.threshold, DryRun: o.dryRun})
+	res, err := sessionio.Compact(ctx, e, s, sessionio.Options{Focus: o.focus, Threshold: o.threshold, DryRun: o.dryRun, Overhead: overhead})
 	if err != nil {
 		return err
 	}

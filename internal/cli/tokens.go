@@ -10,10 +10,11 @@ import (
 )
 
 type tokensOptions struct {
-	engine engineFlags
-	format string
-	text   bool
-	json   bool
+	engine  engineFlags
+	reading readingFlags
+	format  string
+	text    bool
+	json    bool
 }
 
 func newTokensCmd(g *globals) *cobra.Command {
@@ -23,13 +24,17 @@ func newTokensCmd(g *globals) *cobra.Command {
 		Short: "Count the tokens of a session's context, or of plain text with --text",
 		Long: `Count tokens with each counter: chars/4, o200k and cl100k (the exact
 OpenAI tokenizers, offline). A session is counted as its context (what the
-model would be sent); --text counts the raw input.`,
+model would be sent): for an agent's file (Claude Code, Codex), the live
+context the agent sends when it resumes, after its own compactions and
+compact-host's, with the full history's count beside it (--full-history
+counts the full history as the context); --text counts the raw input.`,
 		Example: `  compact-host tokens session.jsonl
   git diff | compact-host tokens --text`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runTokens(cmd.Context(), g, o, args) },
 	}
 	addEngineFlags(cmd, &o.engine)
+	addReadingFlags(cmd, &o.reading)
 	cmd.Flags().StringVar(&o.format, "format", "", "input format (default: detected)")
 	cmd.Flags().BoolVar(&o.text, "text", false, "count the input as plain text, not a session")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
@@ -42,10 +47,11 @@ func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string)
 		return err
 	}
 	defer a.close()
+	a.reading = o.reading.options()
 	if err := a.hostConfig().Validate(); err != nil {
 		return a.settingError(err)
 	}
-	counts := map[string]int{}
+	counts, history := map[string]int{}, map[string]int{}
 	order := []string{"chars", "o200k", "cl100k"}
 	var chars int
 	if o.text {
@@ -74,7 +80,7 @@ func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string)
 			if err != nil {
 				return err
 			}
-			counts[mode] = in.Session.ContextTokens()
+			counts[mode], history[mode] = in.Session.ContextTokens(), in.HistoryTokens
 			if mode == "chars" {
 				for _, m := range in.Session.Context() {
 					for _, b := range m.Content {
@@ -92,7 +98,11 @@ func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string)
 		}
 	}
 	if o.json {
-		return json.NewEncoder(g.io.Out).Encode(map[string]any{"chars": chars, "tokens": counts})
+		doc := map[string]any{"chars": chars, "tokens": counts}
+		if !o.text {
+			doc["history_tokens"] = history
+		}
+		return json.NewEncoder(g.io.Out).Encode(doc)
 	}
 	fmt.Fprintf(g.io.Out, "characters: %s\n", num(chars))
 	for _, mode := range order {
@@ -100,6 +110,10 @@ func runTokens(ctx context.Context, g *globals, o *tokensOptions, args []string)
 			label := mode
 			if mode == "chars" {
 				label = "chars/4"
+			}
+			if h, ok := history[mode]; ok && h != n {
+				fmt.Fprintf(g.io.Out, "%-8s %s tokens (full history %s)\n", label+":", num(n), num(h))
+				continue
 			}
 			fmt.Fprintf(g.io.Out, "%-8s %s tokens\n", label+":", num(n))
 		}

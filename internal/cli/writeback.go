@@ -61,7 +61,7 @@ func (a *app) loadSource(ctx context.Context, e *host.Engine, path, format strin
 		in, err := a.loadInput(ctx, e, path, format, true)
 		return in, src, err
 	}
-	in, err := sessionio.Read(e, displayPath(path), src.data, format)
+	in, err := sessionio.ReadWith(e, displayPath(path), src.data, format, a.reading)
 	if err != nil {
 		return nil, nil, withCode(ExitInput, err)
 	}

@@ -73,7 +73,7 @@ func TestCompactInPlaceAgentSessions(t *testing.T) {
 			before, err := formats.Read(bytes.NewReader(orig), "")
 			require.NoError(t, err)
 
-			r := runCLI(t, runOpts{}, "compact", "--strategy=structured", "--context-window", "64000", "--in-place", "--json", path)
+			r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--strategy=structured", "--context-window", "64000", "--in-place", "--json", path)
 			require.Equal(t, ExitOK, r.code, "%s%s", r.stdout, r.stderr)
 			var rep compactReport
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
@@ -89,7 +89,7 @@ func TestCompactInPlaceAgentSessions(t *testing.T) {
 			assert.Equal(t, modelView(before.Messages), modelView(after.Messages), "the history reads as before")
 
 			pinned, kept := compactedView(t, before, rep)
-			got := after.Compacted()
+			got := after.Live()
 			require.Len(t, got, len(pinned)+1+len(kept))
 			assert.Equal(t, modelView(pinned), modelView(got[:len(pinned)]))
 			sum := got[len(pinned)]
@@ -121,7 +121,7 @@ func TestCompactAgentSessionToFile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path, orig := copyCorpus(t, name)
 			out := filepath.Join(t.TempDir(), "out.jsonl")
-			r := runCLI(t, runOpts{}, "compact", "--strategy=structured", "--context-window", "64000", "-o", out, path)
+			r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--strategy=structured", "--context-window", "64000", "-o", out, path)
 			require.Equal(t, ExitOK, r.code, "%s%s", r.stdout, r.stderr)
 			assert.Contains(t, r.stdout, "wrote "+out+" ("+format+")")
 			data, err := os.ReadFile(path)
@@ -133,7 +133,7 @@ func TestCompactAgentSessionToFile(t *testing.T) {
 			assert.Greater(t, len(written), len(orig))
 			s, err := formats.ReadFile(out)
 			require.NoError(t, err)
-			assert.True(t, slices.ContainsFunc(s.Compacted(), func(m abi.Message) bool { return m.Summary }))
+			assert.True(t, slices.ContainsFunc(s.Live(), func(m abi.Message) bool { return m.Summary }))
 
 			r = runCLI(t, runOpts{}, "undo", "--json", out)
 			require.Equal(t, ExitOK, r.code, "%s%s", r.stdout, r.stderr)
@@ -152,7 +152,7 @@ func TestCompactAgentSessionToFile(t *testing.T) {
 // would lose its lines.
 func TestUndoRefusesAfterTheAgentWentOn(t *testing.T) {
 	path, _ := copyCorpus(t, "claude-code-swift-app.jsonl")
-	r := runCLI(t, runOpts{}, "compact", "--strategy=structured", "--context-window", "64000", "--in-place", path)
+	r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--strategy=structured", "--context-window", "64000", "--in-place", path)
 	require.Equal(t, ExitOK, r.code, "%s%s", r.stdout, r.stderr)
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
@@ -178,7 +178,7 @@ func TestCompactInPlaceRefusesATornSession(t *testing.T) {
 	torn := append(append([]byte(nil), orig...), []byte(`{"parentUuid":"x","type":"assistant","message":{"id":"msg_1","content":[{"type":"te`)...)
 	path := filepath.Join(t.TempDir(), "torn.jsonl")
 	require.NoError(t, os.WriteFile(path, torn, 0o644))
-	r := runCLI(t, runOpts{}, "compact", "--strategy=structured", "--context-window", "64000", "--in-place", path)
+	r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--strategy=structured", "--context-window", "64000", "--in-place", path)
 	assert.Equal(t, ExitBusy, r.code, "%s%s", r.stdout, r.stderr)
 	assert.Contains(t, r.stderr, path+": the log changed on disk: its last line is not complete yet")
 	data, err := os.ReadFile(path)
@@ -189,7 +189,7 @@ func TestCompactInPlaceRefusesATornSession(t *testing.T) {
 // --in-place on a format no agent takes back is a usage error.
 func TestCompactInPlaceOtherFormats(t *testing.T) {
 	path, _ := copyCorpus(t, "copilot-cli.jsonl")
-	r := runCLI(t, runOpts{}, "compact", "--context-window", "64000", "--in-place", path)
+	r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--context-window", "64000", "--in-place", path)
 	assert.Equal(t, ExitUsage, r.code, "%s%s", r.stdout, r.stderr)
 	assert.Contains(t, r.stderr, "a Claude Code session or a Codex rollout")
 }
@@ -201,7 +201,7 @@ func TestCompactInPlaceWritesShortenedResults(t *testing.T) {
 	path, orig := copyCorpus(t, "codex-typescript.jsonl")
 	before, err := formats.Read(bytes.NewReader(orig), "")
 	require.NoError(t, err)
-	r := runCLI(t, runOpts{}, "compact", "--strategy=structured", "--context-window", "32000", "--in-place", "--json", path)
+	r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--strategy=structured", "--context-window", "32000", "--in-place", "--json", path)
 	require.Equal(t, ExitOK, r.code, "%s%s", r.stdout, r.stderr)
 	var rep compactReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
@@ -209,7 +209,7 @@ func TestCompactInPlaceWritesShortenedResults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, modelView(before.Messages), modelView(after.Messages), "the original lines keep the full text")
 	pinned, kept := compactedView(t, before, rep)
-	got := after.Compacted()
+	got := after.Live()
 	require.Len(t, got, len(pinned)+1+len(kept), "instructions, summary and the kept messages")
 	assert.Equal(t, modelView(pinned), modelView(got[:len(pinned)]))
 	shortened := 0
@@ -256,7 +256,7 @@ func compactWithAgent(t *testing.T, path string, lines []byte, extra ...string) 
 	t.Helper()
 	srv := agentDuringSummary(t, path, lines)
 	config := writeFile(t, "config.toml", "[provider]\nmax_retries = 0\n")
-	args := append([]string{"--config", config, "compact", "--provider", "anthropic", "--base-url", srv.URL,
+	args := append([]string{"--config", config, "compact", "--full-history", "--agent-overhead", "0", "--provider", "anthropic", "--base-url", srv.URL,
 		"--context-window", "6000", "--in-place"}, extra...)
 	return runCLI(t, runOpts{env: map[string]string{"ANTHROPIC_API_KEY": "test-key"}}, append(args, path)...)
 }
@@ -283,7 +283,7 @@ func TestCompactInPlaceCarriesLinesWrittenMeanwhile(t *testing.T) {
 			assert.Equal(t, []int{1, 2, 3}, agentLinesSeen(t, path))
 			s, err := formats.ReadFile(path)
 			require.NoError(t, err)
-			got := s.Compacted()
+			got := s.Live()
 			i := slices.IndexFunc(got, func(m abi.Message) bool { return m.Summary })
 			require.GreaterOrEqual(t, i, 0, "the compaction is in the conversation")
 			assert.Equal(t, "agent line 3", got[len(got)-1].Content[0].Text, "the agent's lines come after it")
@@ -379,7 +379,7 @@ func agentLinesSeen(t *testing.T, path string) []int {
 	s, err := formats.ReadFile(path)
 	require.NoError(t, err)
 	out := []int{}
-	for _, m := range s.Compacted() {
+	for _, m := range s.Live() {
 		for _, b := range m.Content {
 			if rest, ok := strings.CutPrefix(b.Text, "agent line "); ok {
 				n, err := strconv.Atoi(rest)

@@ -33,7 +33,7 @@ func TestCompactInPlaceRefusesALockedSession(t *testing.T) {
 	defer holder.Close()
 	require.NoError(t, syscall.Flock(int(holder.Fd()), syscall.LOCK_EX))
 
-	r := runCLI(t, runOpts{}, "compact", "--strategy=structured", "--context-window", "64000", "--in-place", path)
+	r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--strategy=structured", "--context-window", "64000", "--in-place", path)
 	assert.Equal(t, ExitBusy, r.code, "%s%s", r.stdout, r.stderr)
 	assert.Contains(t, r.stderr, path)
 	assert.Contains(t, r.stderr, "close the agent")
@@ -165,7 +165,7 @@ func TestCompactInPlaceWhileTheAgentWrites(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "session.jsonl")
 				require.NoError(t, os.WriteFile(path, base, 0o644))
 				stop := startAgent(t, path, format, run%2 == 1)
-				r := runCLI(t, runOpts{}, "compact", "--context-window", "6000", "--in-place", "--json", path)
+				r := runCLI(t, runOpts{}, "compact", "--full-history", "--agent-overhead", "0", "--context-window", "6000", "--in-place", "--json", path)
 				wrote := stop()
 
 				var rep struct {
@@ -200,7 +200,7 @@ func TestCompactInPlaceWhileTheAgentWrites(t *testing.T) {
 				if r.code == ExitOK {
 					s, err := formats.ReadFile(path)
 					require.NoError(t, err)
-					require.True(t, slices.ContainsFunc(s.Compacted(), func(m abi.Message) bool { return m.Summary }), "run %d: the compaction is in the conversation", run)
+					require.True(t, slices.ContainsFunc(s.Live(), func(m abi.Message) bool { return m.Summary }), "run %d: the compaction is in the conversation", run)
 				}
 			}
 			t.Logf("%s: %d runs: %v; %d lines carried, at most %d appends in a run", format, runs, outcomes, carried, maxAppends)

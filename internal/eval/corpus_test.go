@@ -15,6 +15,8 @@ import (
 	"github.com/compact-host/compact-host/plugins/narrative"
 	"github.com/compact-host/compact-host/plugins/structured"
 	"github.com/compact-host/compact-host/plugins/truncate"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // corpus returns the shared corpus sessions. They live beside the
@@ -141,4 +143,20 @@ func fileSize(path string) int64 {
 		return 0
 	}
 	return st.Size()
+}
+
+// A session the agent compacted itself is described by its live context
+// too: what the agent sends when it resumes, not the history it no longer
+// sends.
+func TestSessionInfoLiveTokens(t *testing.T) {
+	for _, path := range corpus(t) {
+		_, info, err := loadSession(path)
+		require.NoError(t, err)
+		if info.AgentCompactions == 0 {
+			assert.Equal(t, info.Tokens, info.LiveTokens, info.Name)
+			continue
+		}
+		assert.Less(t, info.LiveTokens, info.Tokens/2, "%s: the live context is the history the agent still sends", info.Name)
+		assert.Positive(t, info.LiveTokens, info.Name)
+	}
 }

@@ -119,8 +119,13 @@ type SessionInfo struct {
 	// Tokens is the chars/4 estimate of all messages, uncompacted;
 	// PinnedTokens of the pinned ones (system prompts the reader marks
 	// pinned), which no compaction folds.
-	Tokens           int `json:"tokens"`
-	PinnedTokens     int `json:"pinned_tokens"`
+	Tokens       int `json:"tokens"`
+	PinnedTokens int `json:"pinned_tokens"`
+	// LiveTokens is the chars/4 estimate of the live context: what the
+	// agent sends when it resumes, after its own compactions and those
+	// compact-host wrote into the file. The replays feed the session
+	// from its start, so they read the whole history.
+	LiveTokens       int `json:"live_tokens"`
 	AgentCompactions int `json:"agent_compactions"`
 	// Baseline is the chars/4 estimate of the uncompacted context at each
 	// call; Recorded the prompt tokens the file records for the call, 0
@@ -329,8 +334,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			rep.Accounting = append(rep.Accounting, acc.Accounting)
 		}
 		rep.Sessions = append(rep.Sessions, info)
-		fmt.Fprintf(progress, "%s: %s, %d messages, %d calls, %d usage reports, %d agent compactions (%.1fs)\n",
-			info.Name, info.Format, info.Messages, info.Calls, info.UsageReports, info.AgentCompactions, time.Since(began).Seconds())
+		fmt.Fprintf(progress, "%s: %s, %d messages, %d calls, %d usage reports, %d agent compactions, live context ~%d of %d tokens (%.1fs)\n",
+			info.Name, info.Format, info.Messages, info.Calls, info.UsageReports, info.AgentCompactions, info.LiveTokens, info.Tokens, time.Since(began).Seconds())
 
 		for ci := range sess.AgentCompactions {
 			cmp := compareAgent(ctx, opts, sess, info.Name, ci, slices.Max(opts.Windows), strategies, opts.Strategies)
@@ -394,6 +399,13 @@ func loadSession(path string) (*formats.Session, SessionInfo, error) {
 		if s.Messages[i].Pinned {
 			info.PinnedTokens += (n + 3) / 4
 		}
+	}
+	for _, m := range s.Live() {
+		n := 0
+		for _, b := range m.Content {
+			n += utf8.RuneCountInString(b.Text) + len(b.Input)
+		}
+		info.LiveTokens += (n + 3) / 4
 	}
 	return s, info, nil
 }

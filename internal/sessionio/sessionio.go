@@ -33,6 +33,74 @@ type Input struct {
 	// Warnings are things the caller should pass on: a torn last line,
 	// an agent's own compactions.
 	Warnings []string
+	// FullHistory is true when the session holds the file's full history
+	// (ReadOptions.FullHistory), not the live context.
+	FullHistory bool
+	// HistoryTokens and HistoryMessages are the size of the full history,
+	// the same as the context's when nothing in the file was compacted.
+	HistoryTokens, HistoryMessages int
+	// Compactions are those recorded in an agent's file, the agent's and
+	// ours, in order.
+	Compactions []FileCompaction
+	// Subagents are the subagents' conversations, counted apart.
+	Subagents []SubagentInfo
+	// Overhead is what the agent adds to every request (system prompt,
+	// tool schemas), when known.
+	Overhead Overhead
+}
+
+// ReadOptions choose how ReadWith reads a session.
+type ReadOptions struct {
+	// FullHistory reads every message an agent's file holds, as if none
+	// had been compacted; by default the session is the live context,
+	// what the agent sends when it resumes.
+	FullHistory bool
+	// AgentOverhead, above 0, is the agent's fixed overhead in tokens in
+	// place of the one learned from the file or the catalog's default;
+	// negative means none.
+	AgentOverhead int
+}
+
+// FileCompaction is one compaction recorded in an agent's file.
+type FileCompaction struct {
+	// Line is the 1-based line of its first record; Bytes the size of
+	// its records.
+	Line, Bytes int
+	// Ours is set for a compaction compact-host wrote.
+	Ours bool
+	// SummaryTokens is the size of its readable summary (0 when the agent
+	// encrypted it); PreTokens what the agent reported before it.
+	SummaryTokens, PreTokens int
+}
+
+// SubagentInfo is one subagent's conversation, counted apart.
+type SubagentInfo struct {
+	ID        string `json:"id"`
+	ToolUseID string `json:"tool_use_id,omitempty"`
+	Messages  int    `json:"messages"`
+	Tokens    int    `json:"tokens"`
+}
+
+// Overhead sources.
+const (
+	// OverheadFile: learned from the usage the file records.
+	OverheadFile = "file"
+	// OverheadDefault: the catalog's default for the agent.
+	OverheadDefault = "default"
+	// OverheadFlag: given by the caller.
+	OverheadFlag = "flag"
+)
+
+// Overhead is the agent's fixed overhead per request.
+type Overhead struct {
+	Tokens int
+	// Source is OverheadFile, OverheadDefault, OverheadFlag, or "" when
+	// unknown (the format is not an agent's file).
+	Source string
+	// At is the index into the context of the assistant message whose
+	// usage it was learned from (OverheadFile); -1 when that message was
+	// folded since, and the file's start told.
+	At int
 }
 
 // InvalidError is a session that reads but breaks the providers' rules.
@@ -46,8 +114,18 @@ func (e *InvalidError) Unwrap() error { return e.Err }
 // the line (or an error wrapping host.ErrBadEntry for a session log); an
 // undetectable one wraps formats.ErrUnknownFormat; an invalid one is an
 // *InvalidError.
+//
+// An agent's file is read as its live context (see ReadWith).
 func Read(e *host.Engine, name string, data []byte, format string) (*Input, error) {
-	in := &Input{}
+	return ReadWith(e, name, data, format, ReadOptions{})
+}
+
+// ReadWith is Read with options. An agent's file (Claude Code, Codex) is
+// read as the context the agent sends when it resumes: after its own
+// compactions and those compact-host wrote into it; o.FullHistory reads
+// the history before any of them.
+func ReadWith(e *host.Engine, name string, data []byte, format string, o ReadOptions) (*Input, error) {
+	in := &Input{FullHistory: o.FullHistory}
 	if (format == "" || format == formats.Canonical) && host.IsSessionLog(data) {
 		s, err := e.ReadSession(bytes.NewReader(data), name)
 		if err != nil {
@@ -73,13 +151,20 @@ func Read(e *host.Engine, name string, data []byte, format string) (*Input, erro
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		in.Format, in.Skipped, in.Repaired = sess.Format, sess.Skipped, sess.Repaired
-		if n := len(sess.AgentCompactions); n > 0 {
-			in.Warnings = append(in.Warnings, fmt.Sprintf("the agent compacted this session %d times itself; its original history was read", n))
+		msgs := sess.Live()
+		if o.FullHistory {
+			msgs = sess.Messages
 		}
 		in.Session = e.NewSession()
-		if err := in.Session.Append(sess.Messages...); err != nil {
+		if err := in.Session.Append(msgs...); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
+		in.HistoryMessages, in.HistoryTokens = len(sess.Messages), in.Session.ContextTokens()
+		if len(sess.AgentCompactions) > 0 && !o.FullHistory {
+			in.HistoryTokens = countMessages(e, sess.Messages)
+		}
+		describeFile(e, in, sess)
+		in.Overhead = overhead(e, sess, msgs, o)
 		if sess.Request != nil {
 			rememberRequest(in.Session, sess.Request)
 		}
@@ -109,6 +194,10 @@ type Options struct {
 	Threshold float64
 	// DryRun works out the plan and changes nothing.
 	DryRun bool
+	// Overhead is what the agent adds to every request (Input.Overhead):
+	// the tokens before and after count it, and the compaction leaves
+	// room for it, so the agent's real request fits.
+	Overhead int
 }
 
 // Actions an Outcome reports.
@@ -136,7 +225,7 @@ type Outcome struct {
 // alone is still over the budget. Errors name the stage that failed.
 func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (Outcome, error) {
 	b := e.Budget()
-	out := Outcome{TokensBefore: s.ContextTokens()}
+	out := Outcome{TokensBefore: s.ContextTokens() + o.Overhead}
 	switch {
 	case o.DryRun:
 		// Fits, as everywhere, is about the tokens after: those of the
@@ -150,7 +239,7 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 			return out, fmt.Errorf("planning: %w", err)
 		default:
 			out.Action, out.Plan = ActionPlan, &plan
-			out.TokensAfter = plan.TokensKept + plan.SummaryTokens
+			out.TokensAfter = plan.TokensKept + plan.SummaryTokens + o.Overhead
 		}
 		out.Fits = out.TokensAfter <= b.Input
 		return out, nil
@@ -170,7 +259,7 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 			out.Action = host.ActionEmergency.String()
 		}
 	}
-	d, err := e.EnsureFits(ctx, s, host.Request{})
+	d, err := e.EnsureFits(ctx, s, host.Request{DynamicTokens: o.Overhead})
 	if err != nil {
 		return out, fmt.Errorf("the gate after the compaction: %w", err)
 	}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/compact-host/compact-host/internal/sessionio"
+	"github.com/spf13/cobra"
+)
+
+// readingFlags choose how an agent's session file is read: as the live
+// context the agent sends when it resumes (the default), or as its full
+// history; and the agent's fixed overhead per request.
+type readingFlags struct {
+	fullHistory bool
+	overhead    overheadFlag
+}
+
+func addReadingFlags(cmd *cobra.Command, f *readingFlags) {
+	cmd.Flags().BoolVar(&f.fullHistory, "full-history", false,
+		"read an agent's file (Claude Code, Codex) as its full history, as if no compaction had been made; default: the live context, what the agent sends when it resumes")
+	cmd.Flags().Var(&f.overhead, "agent-overhead",
+		"tokens the agent adds to every request (system prompt, tool schemas), e.g. 19k, or 0 for none; default: learned from the usage the file records, else the agent's typical figure")
+}
+
+func (f readingFlags) options() sessionio.ReadOptions {
+	o := sessionio.ReadOptions{FullHistory: f.fullHistory}
+	if f.overhead.set {
+		o.AgentOverhead = f.overhead.n
+		if o.AgentOverhead == 0 {
+			o.AgentOverhead = -1 // none
+		}
+	}
+	return o
+}
+
+// overheadFlag is a token count: digits, optionally followed by k
+// (thousands); set says it was given (0 then means none).
+type overheadFlag struct {
+	n   int
+	set bool
+}
+
+func (o *overheadFlag) String() string { return strconv.Itoa(o.n) }
+func (o *overheadFlag) Type() string   { return "tokens" }
+
+func (o *overheadFlag) Set(v string) error {
+	s, mult := strings.TrimSpace(v), 1
+	if rest, ok := strings.CutSuffix(strings.ToLower(s), "k"); ok {
+		s, mult = rest, 1000
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 1_000_000/mult {
+		return fmt.Errorf("want a token count from 0 to 1000k, such as 19000 or 19k")
+	}
+	o.n, o.set = n*mult, true
+	return nil
+}
+
+// overheadText says what the overhead is and where it comes from.
+func overheadText(o sessionio.Overhead) string {
+	switch o.Source {
+	case sessionio.OverheadFile:
+		if o.At < 0 {
+			return fmt.Sprintf("%s tokens (learned from the usage recorded at the file's start)", num(o.Tokens))
+		}
+		return fmt.Sprintf("%s tokens (learned from the usage recorded at message %d)", num(o.Tokens), o.At)
+	case sessionio.OverheadDefault:
+		return fmt.Sprintf("%s tokens (the agent's typical figure; the file records no usable usage)", num(o.Tokens))
+	case sessionio.OverheadFlag:
+		return fmt.Sprintf("%s tokens (--agent-overhead)", num(o.Tokens))
+	}
+	return "unknown (not an agent's file; set --agent-overhead)"
+}
