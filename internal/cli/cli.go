@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes. They are part of the interface: scripts branch on them.
@@ -88,7 +89,7 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 	if stdio.Getenv == nil {
 		stdio.Getenv = os.Getenv
 	}
-	root := newRoot(&stdio)
+	root, g := newRoot(&stdio)
 	root.SetArgs(args)
 	root.SetIn(stdio.In)
 	root.SetOut(stdio.Out)
@@ -98,11 +99,16 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 		return ExitOK
 	}
 	code := exitCode(ctx, err)
+	msg := err.Error()
 	if code == ExitInterrupted {
-		fmt.Fprintf(stdio.Err, "compact-host: interrupted: %v\n", err)
+		msg = "interrupted: " + msg
+	}
+	if g.jsonStderr || jsonRequested(args) {
+		g.jsonStderr = true
+		g.sayJSON(stderrLine{Level: "error", Message: msg, ExitCode: code})
 		return code
 	}
-	fmt.Fprintf(stdio.Err, "compact-host: %v\n", err)
+	fmt.Fprintf(stdio.Err, "compact-host: %s\n", msg)
 	if code == ExitUsage {
 		fmt.Fprintln(stdio.Err, "Run 'compact-host --help' for usage.")
 	}
@@ -122,9 +128,13 @@ type globals struct {
 	configPath string
 	logLevel   string
 	io         *IO
+	// deprecated holds a note for each old flag name used.
+	deprecated []string
+	// jsonStderr makes stderr JSON lines, for commands run with --json.
+	jsonStderr bool
 }
 
-func newRoot(stdio *IO) *cobra.Command {
+func newRoot(stdio *IO) (*cobra.Command, *globals) {
 	g := &globals{io: stdio}
 	compactOpts := &compactOptions{}
 	root := &cobra.Command{
@@ -167,6 +177,7 @@ Anthropic and OpenAI request JSON, and its own session logs.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompact(cmd.Context(), g, compactOpts, args)
 		},
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { g.setJSONStderr(cmd) },
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SuggestionsMinimumDistance = 2
@@ -203,7 +214,7 @@ Anthropic and OpenAI request JSON, and its own session logs.
 		}
 		cmd.Help()
 	}})
-	return root
+	return root, g
 }
 
 // markUsageErrors makes the flag and argument errors of every command
@@ -235,4 +246,27 @@ func commandNames(root *cobra.Command) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// deprecatedAlias adds the old name of a renamed flag, bound to the same
+// value: it still works and is hidden from --help. Using it leaves a
+// note naming the new one, which the command prints as its other notes.
+func deprecatedAlias(cmd *cobra.Command, g *globals, old, name string) {
+	f := cmd.Flags().Lookup(name)
+	cmd.Flags().Var(aliasValue{f.Value, func() {
+		g.deprecated = append(g.deprecated, fmt.Sprintf("note: --%s is deprecated and will be removed; use --%s", old, name))
+	}}, old, f.Usage)
+	cmd.Flags().MarkHidden(old)
+}
+
+// aliasValue is a flag's value under its old name: setting it notes the
+// use, then sets the value.
+type aliasValue struct {
+	pflag.Value
+	used func()
+}
+
+func (v aliasValue) Set(s string) error {
+	v.used()
+	return v.Value.Set(s)
 }

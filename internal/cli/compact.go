@@ -167,10 +167,11 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	}
 
 	// With -o - and --json the session takes stdout; the report goes to
-	// stderr, so neither stream mixes two documents.
-	reportTo := g.io.Out
+	// stderr as one JSON line among the notes, so neither stream mixes
+	// two kinds of document.
+	reportTo, oneLine := g.io.Out, false
 	if !o.dryRun && o.json && (o.output == "-" || o.output == "" && in.path == "-") {
-		reportTo = g.io.Err
+		reportTo, oneLine = g.io.Err, true
 	}
 	if !o.dryRun && rep.Action != sessionio.ActionNone && rep.Action != sessionio.ActionNothingToFold || (!o.dryRun && o.output != "") {
 		a.setStep("writing")
@@ -179,7 +180,7 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 		}
 	}
 	rep.DurationMS = float64(time.Since(began).Microseconds()) / 1000
-	if err := printCompactReport(reportTo, o.json, &rep); err != nil {
+	if err := printCompactReport(reportTo, o.json, oneLine, &rep); err != nil {
 		return err
 	}
 	if !rep.Fits && !o.dryRun {
@@ -230,10 +231,12 @@ func writeOutput(a *app, in *input, src *source, o *compactOptions, rep *compact
 	return atomicfile.Write(out, 0o644, write)
 }
 
-func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
+func printCompactReport(w io.Writer, asJSON, oneLine bool, r *compactReport) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
+		if !oneLine {
+			enc.SetIndent("", "  ")
+		}
 		return enc.Encode(r)
 	}
 	if r.Output == "stdout" {
