@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,17 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// holdport VAR listens on a free loopback port until the
+			// script ends and sets VAR to its address: a port in use.
+			"holdport": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: holdport VAR")
+				}
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				ts.Check(err)
+				ts.Defer(func() { ln.Close() })
+				ts.Setenv(args[0], ln.Addr().String())
+			},
 			// exitcode N cmd args... runs a program and checks its exit
 			// code, which `exec` and `! exec` cannot tell apart.
 			"exitcode": func(ts *testscript.TestScript, neg bool, args []string) {

@@ -27,6 +27,7 @@ const (
 	ExitProvider    = 5   // the model provider failed
 	ExitNotFit      = 6   // the session is still over its budget after compaction
 	ExitBusy        = 7   // another writer changed or held the session log; nothing was written, run again
+	ExitUnavailable = 8   // the environment refused: the address to listen on is taken or not permitted
 	ExitInterrupted = 130 // interrupted (SIGINT/SIGTERM)
 )
 
@@ -41,6 +42,8 @@ const exitCodesHelp = `Exit codes:
   6  the session is still over its budget after compaction
   7  another writer changed or held the session log meanwhile; nothing was
      written: run the command again
+  8  the environment refused: the address serve or proxy would listen on is
+     in use or not permitted (the message names a free port)
   130 interrupted (SIGINT or SIGTERM)`
 
 // exitError carries an exit code with an error.

@@ -191,9 +191,9 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 		}
 		return withCode(ExitUsage, err)
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr)
 	if err != nil {
-		return withCode(ExitUsage, fmt.Errorf("listen on %s: %w", addr, err))
+		return err
 	}
 	hs := &http.Server{
 		Handler:           srv.Handler(),
