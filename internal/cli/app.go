@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
@@ -439,7 +436,7 @@ func (a *app) checkStrategies(ctx context.Context, reg *plugin.Registry, hc host
 		if err == nil || !errors.Is(err, plugin.ErrNotFound) {
 			return nil // a broken plugin fails, and falls back, when used
 		}
-		names := strategyNames(ctx, reg)
+		names := server.StrategyNames(ctx, reg)
 		msg := fmt.Errorf("%s %q: no plugin provides this strategy; the strategies are %s%s",
 			settingName(field, a.origin(field)), name, strings.Join(names, ", "), suggest.Hint(name, names))
 		if a.origin(field) == fromConfig {
@@ -458,18 +455,6 @@ func (a *app) checkStrategies(ctx context.Context, reg *plugin.Registry, hc host
 		}
 	}
 	return nil
-}
-
-// strategyNames lists the strategies reg provides, sorted.
-func strategyNames(ctx context.Context, reg *plugin.Registry) []string {
-	var names []string
-	for _, e := range reg.List(ctx) {
-		if e.Err == nil && !e.Overridden && e.Info.Has(abi.KindStrategy) && !slices.Contains(names, e.Name) {
-			names = append(names, e.Name)
-		}
-	}
-	sort.Strings(names)
-	return names
 }
 
 // input is a session read from a file or stdin.

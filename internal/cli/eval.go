@@ -12,6 +12,7 @@ import (
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/atomicfile"
 	"github.com/compact-host/compact-host/internal/eval"
+	"github.com/compact-host/compact-host/internal/server"
 	"github.com/compact-host/compact-host/internal/suggest"
 	"github.com/compact-host/compact-host/internal/tokencount"
 	"github.com/spf13/cobra"
@@ -136,7 +137,7 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 	opts.Registry = reg
 	for _, name := range o.strategies {
 		if _, err := reg.Strategy(ctx, name); errors.Is(err, plugin.ErrNotFound) {
-			names := strategyNames(ctx, reg)
+			names := server.StrategyNames(ctx, reg)
 			return usageError{fmt.Errorf("--strategy %q: no plugin provides this strategy; the strategies are %s%s", name, strings.Join(names, ", "), suggest.Hint(name, names))}
 		}
 	}

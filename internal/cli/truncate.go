@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 
-	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/compact-host/compact-host/internal/suggest"
@@ -96,25 +93,7 @@ func (a *app) checkCategory(ctx context.Context, category string) error {
 	if _, err := reg.Truncator(ctx, category); !errors.Is(err, plugin.ErrNotFound) {
 		return nil // a broken truncator fails, and falls back, when used
 	}
-	names := categoryNames(ctx, reg)
+	names := server.CategoryNames(ctx, reg)
 	return usageError{fmt.Errorf("--category %q: no truncator handles this category; the categories are %s%s",
 		category, strings.Join(names, ", "), suggest.Hint(category, names))}
-}
-
-// categoryNames lists the tool-output categories reg's truncators
-// handle, sorted.
-func categoryNames(ctx context.Context, reg *plugin.Registry) []string {
-	var names []string
-	for _, e := range reg.List(ctx) {
-		if e.Err != nil || !e.Info.Has(abi.KindTruncator) {
-			continue
-		}
-		for _, c := range e.Info.Categories {
-			if !slices.Contains(names, c) {
-				names = append(names, c)
-			}
-		}
-	}
-	sort.Strings(names)
-	return names
 }
