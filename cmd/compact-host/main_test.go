@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/compact-host/compact-host/internal/cli"
@@ -79,6 +80,18 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// holdlock FILE takes the exclusive lock a session file's
+			// writers take (flock) until the script ends: a running
+			// agent appending to it.
+			"holdlock": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: holdlock FILE")
+				}
+				f, err := os.Open(ts.MkAbs(args[0]))
+				ts.Check(err)
+				ts.Check(syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+				ts.Defer(func() { f.Close() })
+			},
 			// holdport VAR listens on a free loopback port until the
 			// script ends and sets VAR to its address: a port in use.
 			"holdport": func(ts *testscript.TestScript, neg bool, args []string) {

@@ -40,8 +40,8 @@ const exitCodesHelp = `Exit codes:
   4  a plugin failed to load or failed verification
   5  the model provider failed
   6  the session is still over its budget after compaction
-  7  another writer changed or held the session log meanwhile; nothing was
-     written: run the command again
+  7  another writer changed or held the session log meanwhile, or held its
+     lock past --lock-wait; nothing was written: run the command again
   8  the environment refused: the address serve or proxy would listen on is
      in use or not permitted (the message names a free port)
   130 interrupted (SIGINT or SIGTERM)`

@@ -30,6 +30,7 @@ type compactOptions struct {
 	focus     string
 	dryRun    bool
 	json      bool
+	lockWait  time.Duration
 }
 
 func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
@@ -43,6 +44,7 @@ func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
 	fl.StringVar(&o.focus, "focus", "", "what the summary must keep, in your words (e.g. \"the failing auth tests\")")
 	fl.BoolVar(&o.dryRun, "dry-run", false, "show the plan (where it cuts, tokens before and after, what is folded) and write nothing")
 	fl.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fl.DurationVar(&o.lockWait, "lock-wait", defaultLockWait, "with --in-place: how long to wait for another program's lock on the file (a running agent's), saying so after a moment; then exit 7")
 }
 
 func newCompactCmd(g *globals) *cobra.Command {
@@ -100,6 +102,9 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	if o.inPlace && (path == "" || path == "-") {
 		return usageError{errors.New("--in-place needs a FILE, not stdin")}
 	}
+	if o.lockWait <= 0 {
+		return usageError{fmt.Errorf("--lock-wait %s: want a positive duration like 30s", o.lockWait)}
+	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
 		return err
@@ -108,6 +113,11 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	e, err := a.engine(ctx, !o.dryRun)
 	if err != nil {
 		return err
+	}
+	if o.inPlace && !o.dryRun {
+		if err := a.waitForLock(ctx, path, o.lockWait); err != nil {
+			return err
+		}
 	}
 	a.setStep("reading")
 	in, src, err := a.loadSource(ctx, e, path, o.format, o.inPlace && !o.dryRun)
@@ -175,6 +185,13 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	}
 	if !o.dryRun && rep.Action != sessionio.ActionNone && rep.Action != sessionio.ActionNothingToFold || (!o.dryRun && o.output != "") {
 		a.setStep("writing")
+		// A write-back appends under the file's lock; a session log is
+		// held by the session itself, and written as it went.
+		if o.inPlace && writeBackFormat(o, in) != "" {
+			if err := a.waitForLock(ctx, in.path, o.lockWait); err != nil {
+				return err
+			}
+		}
 		if err := writeOutput(a, in, src, o, &rep); err != nil {
 			return err
 		}
