@@ -92,6 +92,21 @@ func TestScripts(t *testing.T) {
 				ts.Check(syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
 				ts.Defer(func() { f.Close() })
 			},
+			// wasmimport FILE MODULE NAME writes a wasm module whose one
+			// import is the function MODULE.NAME: what a toolchain leaves
+			// for an undefined function.
+			"wasmimport": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 3 {
+					ts.Fatalf("usage: wasmimport FILE MODULE NAME")
+				}
+				b := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+				b = append(b, 0x01, 0x08, 0x01, 0x60, 0x04, 0x7f, 0x7f, 0x7f, 0x7f, 0x00) // (i32 i32 i32 i32) -> ()
+				imp := append([]byte{0x01, byte(len(args[1]))}, args[1]...)
+				imp = append(append(imp, byte(len(args[2]))), args[2]...)
+				imp = append(imp, 0x00, 0x00) // a function of type 0
+				b = append(append(b, 0x02, byte(len(imp))), imp...)
+				ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
+			},
 			// holdport VAR listens on a free loopback port until the
 			// script ends and sets VAR to its address: a port in use.
 			"holdport": func(ts *testscript.TestScript, neg bool, args []string) {
