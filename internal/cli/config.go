@@ -420,7 +420,7 @@ key is an error.
   output_tokens = 0               # cap for 'compact-host truncate' and the API
 
   [serve]
-  addr = "127.0.0.1:8377"
+  addr = "127.0.0.1:8377"          # flag --listen
   token_env = ""                  # env var holding a bearer token the API requires
   max_request_bytes = 67108864    # flag --max-request-bytes
   request_timeout = "5m"          # a request, its wait for a worker included  flag --request-timeout
