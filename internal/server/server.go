@@ -270,7 +270,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		case errors.As(err, &mbe):
 			return s.tooLarge()
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return errorf(http.StatusRequestTimeout, CodeTimeout, "the body did not arrive within %s (the server's --body-timeout)", s.opts.BodyTimeout)
+			return errorf(http.StatusRequestTimeout, CodeTimeout, "the body did not arrive within %s, the server's body timeout; send it faster, or in smaller requests", s.opts.BodyTimeout)
 		case err != nil:
 			return badRequest("read the body: %v", err)
 		}
@@ -288,7 +288,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func (s *Server) tooLarge() *apiError {
-	return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over the server's limit of %d bytes (--max-request-bytes)", s.opts.MaxRequestBytes)
+	return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over the server's limit of %d bytes; keep the session on the server (/v1/sessions) and send only the new messages", s.opts.MaxRequestBytes)
 }
 
 // authorized compares the bearer token in constant time. Hashing both

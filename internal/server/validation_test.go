@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/compact-host/compact-host/host"
@@ -122,4 +123,13 @@ func TestTokenCountsTakeTheCLISyntax(t *testing.T) {
 	var c CheckResponse
 	call(t, ts, "POST", "/v1/check", map[string]any{"session": session, "options": map[string]any{"context_window": "32m"}}).decode(t, &c)
 	assert.Equal(t, 32_000_000, c.Budget.ContextWindow, "the limit itself is accepted")
+}
+
+// The limits a client meets are named as the server's, not by the flags
+// that set them: the client has none.
+func TestLimitErrorsNameNoFlags(t *testing.T) {
+	_, ts := start(t, func(o *Options) { o.MaxRequestBytes = 1 << 10; o.Logger = slog.New(slog.DiscardHandler) })
+	e := call(t, ts, "POST", "/v1/truncate", map[string]any{"content": strings.Repeat("x", 4<<10)}).wantError(t, http.StatusRequestEntityTooLarge, CodeTooLarge)
+	assert.Contains(t, e.Message, "the body is over the server's limit of 1024 bytes")
+	assert.NotContains(t, e.Message, "--")
 }
