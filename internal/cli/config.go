@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/internal/suggest"
 	"github.com/compact-host/compact-host/internal/tokencount"
 	"github.com/pelletier/go-toml/v2"
 )
@@ -209,7 +211,9 @@ func ParseConfig(path string, data []byte) (Config, error) {
 		if errors.As(err, &strict) && len(strict.Errors) > 0 {
 			e := strict.Errors[0]
 			row, _ := e.Position()
-			return c, &ConfigError{Path: path, Line: row, Msg: fmt.Sprintf("unknown key %q (see `compact-host help config` for the keys)", strings.Join(e.Key(), "."))}
+			key := strings.Join(e.Key(), ".")
+			return c, &ConfigError{Path: path, Line: row, Msg: fmt.Sprintf("unknown key %q%s (see `compact-host help config` for the keys)",
+				key, suggest.Hint(key, configKeys(reflect.TypeFor[Config](), "")))}
 		}
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
@@ -220,6 +224,25 @@ func ParseConfig(path string, data []byte) (Config, error) {
 	}
 	c.src = configSource{path: path, data: data}
 	return c, c.validate()
+}
+
+// configKeys lists the keys of t's TOML fields, tables' keys dotted
+// under prefix: what a mistyped key is compared with.
+func configKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		if ft := f.Type; ft.Kind() == reflect.Struct && ft != reflect.TypeFor[Duration]() {
+			keys = append(keys, configKeys(ft, prefix+name+".")...)
+			continue
+		}
+		keys = append(keys, prefix+name)
+	}
+	return keys
 }
 
 // validate checks every value of the file: the engine's fields through
