@@ -89,7 +89,12 @@ func addProviderFlags(cmd *cobra.Command, f *engineFlags) {
 	fl.StringVar(&f.baseURL, "base-url", "", "provider base URL, e.g. http://localhost:11434/v1 for Ollama")
 	fl.StringVar(&f.compactModel, "compaction-model", "", "a separate, cheaper model for summaries (default: --model)")
 	fl.DurationVar(&f.providerTimeout, "provider-timeout", 0, "bound on each attempt of a model call (default: [provider] timeout, or 2m)")
-	fl.BoolVar(&f.offlineFallback, "offline-fallback", false, "when the chosen provider has no API key, summarize offline instead of failing (config: provider.offline_fallback)")
+}
+
+// addOfflineFallbackFlag adds --offline-fallback, for the commands that
+// call the provider themselves (compact, serve).
+func addOfflineFallbackFlag(cmd *cobra.Command, f *engineFlags) {
+	cmd.Flags().BoolVar(&f.offlineFallback, "offline-fallback", false, "when the chosen provider has no API key, summarize offline instead of failing (config: provider.offline_fallback)")
 }
 
 // addInputFlags adds the flags of commands that read a file or stdin.

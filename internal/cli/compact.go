@@ -35,6 +35,7 @@ type compactOptions struct {
 
 func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
 	addEngineFlags(cmd, &o.engine)
+	addOfflineFallbackFlag(cmd, &o.engine)
 	fl := cmd.Flags()
 	fl.StringVar(&o.format, "format", "", "input format (default: detected): canonical, anthropic, openai, claude-code, codex, copilot, mini-swe-agent, swe-agent")
 	fl.StringVar(&o.outFormat, "output-format", "", "output format: canonical (a session log, undoable), anthropic or openai (the compacted request), claude-code or codex (the agent's own file with the compaction recorded as the agent records one; for an input of that format); default: the input's format where it can be written, else canonical")

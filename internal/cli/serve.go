@@ -94,6 +94,7 @@ config); the engine flags set the defaults each request may override.
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), g, o, cmd) },
 	}
 	addEngineFlags(cmd, &o.engine)
+	addOfflineFallbackFlag(cmd, &o.engine)
 	fl := cmd.Flags()
 	fl.StringVar(&o.addr, "listen", defaultServeAddr, "address to listen on (host:port; port 0 picks a free one)")
 	deprecatedAlias(cmd, g, "addr", "listen")
