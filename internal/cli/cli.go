@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -256,8 +257,11 @@ func commandNames(root *cobra.Command) string {
 // note naming the new one, which the command prints as its other notes.
 func deprecatedAlias(cmd *cobra.Command, g *globals, old, name string) {
 	f := cmd.Flags().Lookup(name)
+	note := fmt.Sprintf("note: --%s is deprecated and will be removed; use --%s", old, name)
 	cmd.Flags().Var(aliasValue{f.Value, func() {
-		g.deprecated = append(g.deprecated, fmt.Sprintf("note: --%s is deprecated and will be removed; use --%s", old, name))
+		if !slices.Contains(g.deprecated, note) {
+			g.deprecated = append(g.deprecated, note)
+		}
 	}}, old, f.Usage)
 	cmd.Flags().MarkHidden(old)
 }
