@@ -1,11 +1,13 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/compact-host/compact-host/internal/cli"
@@ -78,6 +80,44 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// holdlock FILE takes the exclusive lock a session file's
+			// writers take (flock) until the script ends: a running
+			// agent appending to it.
+			"holdlock": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: holdlock FILE")
+				}
+				f, err := os.Open(ts.MkAbs(args[0]))
+				ts.Check(err)
+				ts.Check(syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+				ts.Defer(func() { f.Close() })
+			},
+			// wasmimport FILE MODULE NAME writes a wasm module whose one
+			// import is the function MODULE.NAME: what a toolchain leaves
+			// for an undefined function.
+			"wasmimport": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 3 {
+					ts.Fatalf("usage: wasmimport FILE MODULE NAME")
+				}
+				b := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+				b = append(b, 0x01, 0x08, 0x01, 0x60, 0x04, 0x7f, 0x7f, 0x7f, 0x7f, 0x00) // (i32 i32 i32 i32) -> ()
+				imp := append([]byte{0x01, byte(len(args[1]))}, args[1]...)
+				imp = append(append(imp, byte(len(args[2]))), args[2]...)
+				imp = append(imp, 0x00, 0x00) // a function of type 0
+				b = append(append(b, 0x02, byte(len(imp))), imp...)
+				ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
+			},
+			// holdport VAR listens on a free loopback port until the
+			// script ends and sets VAR to its address: a port in use.
+			"holdport": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: holdport VAR")
+				}
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				ts.Check(err)
+				ts.Defer(func() { ln.Close() })
+				ts.Setenv(args[0], ln.Addr().String())
+			},
 			// exitcode N cmd args... runs a program and checks its exit
 			// code, which `exec` and `! exec` cannot tell apart.
 			"exitcode": func(ts *testscript.TestScript, neg bool, args []string) {

@@ -1,12 +1,18 @@
 package plugin
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
+	"github.com/compact-host/compact-host/internal/jsontype"
+	"github.com/compact-host/compact-host/internal/suggest"
 )
 
 // ManifestSuffix ends the file name of a process plugin's manifest in a
@@ -44,8 +50,8 @@ func readManifest(path string) (Manifest, []byte, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fail(fmt.Errorf("manifest: %w", err))
+	if err := decodeManifest(b, &m); err != nil {
+		return fail(err)
 	}
 	// Absolute, because the plugin's command is resolved against the
 	// manifest's directory and the process also starts there.
@@ -60,7 +66,7 @@ func readManifest(path string) (Manifest, []byte, error) {
 
 func (m Manifest) procConfig() (pluginapi.ProcessConfig, error) {
 	if m.Command == "" {
-		return pluginapi.ProcessConfig{}, fmt.Errorf("manifest: command is empty")
+		return pluginapi.ProcessConfig{}, fmt.Errorf(`manifest: "command" is missing or empty; name the plugin's executable, e.g. {"command": "./my-plugin"}`)
 	}
 	cfg := pluginapi.ProcessConfig{Command: m.Command, Args: m.Args}
 	if m.Path != "" {
@@ -77,4 +83,30 @@ func (m Manifest) procConfig() (pluginapi.ProcessConfig, error) {
 		cfg.Checksum = sum
 	}
 	return cfg, nil
+}
+
+// manifestKeys are the keys a manifest may hold.
+var manifestKeys = []string{"command", "args", "sha256"}
+
+// decodeManifest decodes b strictly: a mistyped key ("comand") is named,
+// with the key meant, rather than read as a missing one.
+func decodeManifest(b []byte, m *Manifest) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(m)
+	if err == nil && dec.More() {
+		err = errors.New("more follows the JSON object")
+	}
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Errorf("manifest: %q: want %s, not a JSON %s", te.Field, jsontype.Expected(te), te.Value)
+	}
+	if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		key, _ = strconv.Unquote(key)
+		return fmt.Errorf("manifest: unknown key %q%s (the keys are %s)", key, suggest.Hint(key, manifestKeys), strings.Join(manifestKeys, ", "))
+	}
+	return fmt.Errorf("manifest: %w", err)
 }

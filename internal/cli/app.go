@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
@@ -22,6 +19,8 @@ import (
 	"github.com/compact-host/compact-host/host/provider"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/compact-host/compact-host/internal/sessionio"
+	"github.com/compact-host/compact-host/internal/suggest"
+	"github.com/compact-host/compact-host/internal/tokencount"
 	"github.com/spf13/cobra"
 )
 
@@ -29,38 +28,73 @@ import (
 // that build one. Zero values leave the config file's settings alone.
 type engineFlags struct {
 	model          string
-	contextWindow  int
-	maxOutput      int
+	contextWindow  tokencount.Tokens
+	maxOutput      tokencount.Tokens
 	tokenizer      string
 	strategy       string
 	pluginsDir     string
 	providerKind   string
 	baseURL        string
 	compactModel   string
-	keepRecent     int
-	summaryTokens  int
+	keepRecent     tokencount.Tokens
+	summaryTokens  tokencount.Tokens
 	disableBuiltin bool
+	// offlineFallback lets a provider without its API key summarize
+	// offline instead of failing.
+	offlineFallback bool
 	// maxInputBytes and providerTimeout: zero means the config's, then
 	// the default.
 	maxInputBytes   int64
 	providerTimeout time.Duration
 }
 
+// addEngineFlags adds every flag of the engine: for the commands that
+// summarize (compact, serve, proxy, undo).
 func addEngineFlags(cmd *cobra.Command, f *engineFlags) {
+	addBudgetFlags(cmd, f)
+	addPluginsFlag(cmd, f)
+	addStrategyFlags(cmd, f)
+	addProviderFlags(cmd, f)
+	addInputFlags(cmd, f)
+}
+
+// addBudgetFlags adds the flags that size the budget and count tokens.
+func addBudgetFlags(cmd *cobra.Command, f *engineFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "", "the agent's model; its window and output limit come from the catalog (e.g. claude-sonnet-4-5, gpt-4o)")
-	fl.IntVar(&f.contextWindow, "context-window", 0, "context window in tokens, overriding the model's")
-	fl.IntVar(&f.maxOutput, "max-output-tokens", 0, "tokens reserved for the reply (default: the model's output limit)")
+	fl.Var(&f.contextWindow, "context-window", "context window in tokens, overriding the model's: "+tokenSyntaxHelp)
+	fl.Var(&f.maxOutput, "max-output-tokens", "tokens reserved for the reply (default: the model's output limit)")
 	fl.StringVar(&f.tokenizer, "tokenizer", "", "token counting: auto, chars, o200k or cl100k")
+}
+
+// tokenSyntaxHelp is how every token count is written, for --help.
+var tokenSyntaxHelp = fmt.Sprintf("16000, 16_000, 16k or 1.5m, at most %s", num(tokencount.Max))
+
+func addPluginsFlag(cmd *cobra.Command, f *engineFlags) {
+	cmd.Flags().StringVar(&f.pluginsDir, "plugins-dir", "", "directory of plugins (*.wasm, *.plugin.json); default $COMPACT_HOST_PLUGINS_DIR or <user config dir>/compact-host/plugins")
+}
+
+// addStrategyFlags adds the flags of the summary and the cut.
+func addStrategyFlags(cmd *cobra.Command, f *engineFlags) {
+	fl := cmd.Flags()
 	fl.StringVar(&f.strategy, "strategy", "", "summarization strategy: structured (default), narrative, truncate, or a plugin's name")
-	fl.StringVar(&f.pluginsDir, "plugins-dir", "", "directory of plugins (*.wasm, *.plugin.json); default $COMPACT_HOST_PLUGINS_DIR or <user config dir>/compact-host/plugins")
+	fl.Var(&f.keepRecent, "keep-recent", "tokens of the newest history kept verbatim (default: a quarter of the budget, at most 40,000)")
+	fl.Var(&f.summaryTokens, "summary-tokens", "summary size to ask for, in tokens")
+}
+
+// addProviderFlags adds the flags of the model that writes summaries.
+func addProviderFlags(cmd *cobra.Command, f *engineFlags) {
+	fl := cmd.Flags()
 	fl.StringVar(&f.providerKind, "provider", "", "model for summaries: anthropic, openai (any OpenAI-compatible server with --base-url) or none; default: from the config, or the API key found in the environment")
 	fl.StringVar(&f.baseURL, "base-url", "", "provider base URL, e.g. http://localhost:11434/v1 for Ollama")
 	fl.StringVar(&f.compactModel, "compaction-model", "", "a separate, cheaper model for summaries (default: --model)")
-	fl.IntVar(&f.keepRecent, "keep-recent", 0, "tokens of the newest history kept verbatim (default: a quarter of the budget, at most 40,000)")
-	fl.IntVar(&f.summaryTokens, "summary-tokens", 0, "summary size to ask for, in tokens")
 	fl.DurationVar(&f.providerTimeout, "provider-timeout", 0, "bound on each attempt of a model call (default: [provider] timeout, or 2m)")
-	addInputFlags(cmd, f)
+}
+
+// addOfflineFallbackFlag adds --offline-fallback, for the commands that
+// call the provider themselves (compact, serve).
+func addOfflineFallbackFlag(cmd *cobra.Command, f *engineFlags) {
+	cmd.Flags().BoolVar(&f.offlineFallback, "offline-fallback", false, "when the chosen provider has no API key, summarize offline instead of failing (config: provider.offline_fallback)")
 }
 
 // addInputFlags adds the flags of commands that read a file or stdin.
@@ -123,7 +157,10 @@ func newApp(g *globals, f engineFlags) (*app, error) {
 	default:
 		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", level)}
 	}
-	a := &app{g: g, cfg: cfg, flags: f, log: slog.New(slog.NewTextHandler(g.io.Err, &slog.HandlerOptions{Level: lv})), began: time.Now()}
+	a := &app{g: g, cfg: cfg, flags: f, log: slog.New(g.logHandler(lv)), began: time.Now()}
+	for _, n := range g.deprecated {
+		a.note("%s", n)
+	}
 	switch {
 	case f.maxInputBytes < 0:
 		return nil, usageError{fmt.Errorf("--max-input-bytes %d: want a positive byte count", f.maxInputBytes)}
@@ -179,14 +216,14 @@ func (a *app) settingError(err error) error {
 	if errors.As(err, &pe) {
 		prefix = "provider."
 	}
-	return settingError(err, prefix, a.origin)
+	return settingError(err, prefix, a.origin, a.cfg.src)
 }
 
 // progress prints a line on stderr when it is a terminal, with the time
 // since the command started.
 func (a *app) progress(format string, args ...any) {
 	if a.g.io.ErrIsTerminal {
-		fmt.Fprintf(a.g.io.Err, "[%5.1fs] %s\n", time.Since(a.began).Seconds(), fmt.Sprintf(format, args...))
+		a.g.sayProgress(time.Since(a.began), fmt.Sprintf(format, args...))
 	}
 }
 
@@ -201,7 +238,7 @@ func (a *app) stepName() string {
 
 // note prints a line on stderr always: things a user must know.
 func (a *app) note(format string, args ...any) {
-	fmt.Fprintf(a.g.io.Err, format+"\n", args...)
+	a.g.say(fmt.Sprintf(format, args...))
 }
 
 func pick[T comparable](flag, cfg T) T {
@@ -217,20 +254,20 @@ func (a *app) hostConfig() host.Config {
 	c, f := a.cfg, a.flags
 	hc := host.Config{
 		Model:              pick(f.model, c.Model),
-		ContextWindow:      pick(f.contextWindow, c.ContextWindow),
-		MaxOutputTokens:    pick(f.maxOutput, c.MaxOutputTokens),
+		ContextWindow:      int(pick(f.contextWindow, c.ContextWindow)),
+		MaxOutputTokens:    int(pick(f.maxOutput, c.MaxOutputTokens)),
 		Tokenizer:          pick(f.tokenizer, c.Tokenizer),
 		Strategy:           pick(f.strategy, c.Strategy),
 		Fallbacks:          c.Fallbacks,
-		KeepRecentTokens:   pick(f.keepRecent, c.KeepRecent),
-		SummaryTokens:      pick(f.summaryTokens, c.SummaryTokens),
+		KeepRecentTokens:   int(pick(f.keepRecent, c.KeepRecent)),
+		SummaryTokens:      int(pick(f.summaryTokens, c.SummaryTokens)),
 		PruneThreshold:     c.Thresholds.Prune,
 		CompactThreshold:   c.Thresholds.Compact,
 		OverheadReserve:    c.Thresholds.OverheadReserve,
 		EmergencyThreshold: c.Thresholds.Emergency,
 		MinSavings:         c.Thresholds.MinSavings,
 		DisableCompaction:  c.Thresholds.Disable,
-		ToolOutputTokens:   c.Tools.OutputLimit,
+		ToolOutputTokens:   int(c.Tools.OutputLimit),
 		ToolCategories:     c.Tools.Categories,
 		FileTools:          host.FileTools{Read: c.Tools.Read, Modify: c.Tools.Modify},
 	}
@@ -303,7 +340,7 @@ func (a *app) model() (host.ModelClient, error) {
 	case "", "none", provider.KindAnthropic, provider.KindOpenAI:
 	default:
 		return nil, a.usageOrConfig("provider.Kind", fmt.Errorf("%s %q: want anthropic, openai or none%s",
-			settingName("provider.Kind", a.origin("provider.Kind")), kind, suggest(kind, []string{"anthropic", "openai", "none"})))
+			settingName("provider.Kind", a.origin("provider.Kind")), kind, suggest.Hint(kind, []string{"anthropic", "openai", "none"})))
 	}
 	if kind == "" || kind == "none" {
 		a.offline = "note: no model configured (set ANTHROPIC_API_KEY or OPENAI_API_KEY, or --provider): summarizing offline"
@@ -338,8 +375,13 @@ func (a *app) model() (host.ModelClient, error) {
 		},
 	})
 	if errors.Is(err, provider.ErrNoKey) {
-		a.offline = fmt.Sprintf("note: provider %s has no API key (set %s): summarizing offline", kind, keyEnv)
-		return nil, nil
+		if f.offlineFallback || c.OfflineFallback {
+			a.offline = fmt.Sprintf("note: provider %s has no API key (set %s): summarizing offline", kind, keyEnv)
+			return nil, nil
+		}
+		return nil, a.usageOrConfig("provider.Kind", fmt.Errorf(
+			"%s %s: no API key: set %s, or pass --offline-fallback (config provider.offline_fallback = true) to summarize offline without one",
+			settingName("provider.Kind", a.origin("provider.Kind")), kind, keyEnv))
 	}
 	if err != nil {
 		return nil, a.settingError(err)
@@ -371,7 +413,7 @@ func (a *app) providerLimits() (timeout time.Duration, retries int) {
 // flag or not at all, as a config error (exit 3) when by the config file.
 func (a *app) usageOrConfig(field string, err error) error {
 	if a.origin(field) == fromConfig {
-		return &ConfigError{Path: "config", Msg: err.Error()}
+		return a.cfg.src.errorAt(settings[field].key, err.Error())
 	}
 	return usageError{err}
 }
@@ -411,11 +453,11 @@ func (a *app) checkStrategies(ctx context.Context, reg *plugin.Registry, hc host
 		if err == nil || !errors.Is(err, plugin.ErrNotFound) {
 			return nil // a broken plugin fails, and falls back, when used
 		}
-		names := strategyNames(ctx, reg)
+		names := server.StrategyNames(ctx, reg)
 		msg := fmt.Errorf("%s %q: no plugin provides this strategy; the strategies are %s%s",
-			settingName(field, a.origin(field)), name, strings.Join(names, ", "), suggest(name, names))
+			settingName(field, a.origin(field)), name, strings.Join(names, ", "), suggest.Hint(name, names))
 		if a.origin(field) == fromConfig {
-			return &ConfigError{Path: "config", Msg: msg.Error()}
+			return a.cfg.src.errorAt(settings[field].key, msg.Error())
 		}
 		return usageError{msg}
 	}
@@ -430,18 +472,6 @@ func (a *app) checkStrategies(ctx context.Context, reg *plugin.Registry, hc host
 		}
 	}
 	return nil
-}
-
-// strategyNames lists the strategies reg provides, sorted.
-func strategyNames(ctx context.Context, reg *plugin.Registry) []string {
-	var names []string
-	for _, e := range reg.List(ctx) {
-		if e.Err == nil && !e.Overridden && e.Info.Has(abi.KindStrategy) && !slices.Contains(names, e.Name) {
-			names = append(names, e.Name)
-		}
-	}
-	sort.Strings(names)
-	return names
 }
 
 // input is a session read from a file or stdin.

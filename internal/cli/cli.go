@@ -10,10 +10,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes. They are part of the interface: scripts branch on them.
@@ -26,6 +28,7 @@ const (
 	ExitProvider    = 5   // the model provider failed
 	ExitNotFit      = 6   // the session is still over its budget after compaction
 	ExitBusy        = 7   // another writer changed or held the session log; nothing was written, run again
+	ExitUnavailable = 8   // the environment refused: the address to listen on is taken or not permitted
 	ExitInterrupted = 130 // interrupted (SIGINT/SIGTERM)
 )
 
@@ -38,8 +41,10 @@ const exitCodesHelp = `Exit codes:
   4  a plugin failed to load or failed verification
   5  the model provider failed
   6  the session is still over its budget after compaction
-  7  another writer changed or held the session log meanwhile; nothing was
-     written: run the command again
+  7  another writer changed or held the session log meanwhile, or held its
+     lock past --lock-wait; nothing was written: run the command again
+  8  the environment refused: the address serve or proxy would listen on is
+     in use or not permitted (the message names a free port)
   130 interrupted (SIGINT or SIGTERM)`
 
 // exitError carries an exit code with an error.
@@ -88,7 +93,7 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 	if stdio.Getenv == nil {
 		stdio.Getenv = os.Getenv
 	}
-	root := newRoot(&stdio)
+	root, g := newRoot(&stdio)
 	root.SetArgs(args)
 	root.SetIn(stdio.In)
 	root.SetOut(stdio.Out)
@@ -98,11 +103,16 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 		return ExitOK
 	}
 	code := exitCode(ctx, err)
+	msg := err.Error()
 	if code == ExitInterrupted {
-		fmt.Fprintf(stdio.Err, "compact-host: interrupted: %v\n", err)
+		msg = "interrupted: " + msg
+	}
+	if g.jsonStderr || jsonRequested(args) {
+		g.jsonStderr = true
+		g.sayJSON(stderrLine{Level: "error", Message: msg, ExitCode: code})
 		return code
 	}
-	fmt.Fprintf(stdio.Err, "compact-host: %v\n", err)
+	fmt.Fprintf(stdio.Err, "compact-host: %s\n", msg)
 	if code == ExitUsage {
 		fmt.Fprintln(stdio.Err, "Run 'compact-host --help' for usage.")
 	}
@@ -122,9 +132,13 @@ type globals struct {
 	configPath string
 	logLevel   string
 	io         *IO
+	// deprecated holds a note for each old flag name used.
+	deprecated []string
+	// jsonStderr makes stderr JSON lines, for commands run with --json.
+	jsonStderr bool
 }
 
-func newRoot(stdio *IO) *cobra.Command {
+func newRoot(stdio *IO) (*cobra.Command, *globals) {
 	g := &globals{io: stdio}
 	compactOpts := &compactOptions{}
 	root := &cobra.Command{
@@ -167,6 +181,7 @@ Anthropic and OpenAI request JSON, and its own session logs.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompact(cmd.Context(), g, compactOpts, args)
 		},
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { g.setJSONStderr(cmd) },
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SuggestionsMinimumDistance = 2
@@ -203,7 +218,7 @@ Anthropic and OpenAI request JSON, and its own session logs.
 		}
 		cmd.Help()
 	}})
-	return root
+	return root, g
 }
 
 // markUsageErrors makes the flag and argument errors of every command
@@ -235,4 +250,30 @@ func commandNames(root *cobra.Command) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// deprecatedAlias adds the old name of a renamed flag, bound to the same
+// value: it still works and is hidden from --help. Using it leaves a
+// note naming the new one, which the command prints as its other notes.
+func deprecatedAlias(cmd *cobra.Command, g *globals, old, name string) {
+	f := cmd.Flags().Lookup(name)
+	note := fmt.Sprintf("note: --%s is deprecated and will be removed; use --%s", old, name)
+	cmd.Flags().Var(aliasValue{f.Value, func() {
+		if !slices.Contains(g.deprecated, note) {
+			g.deprecated = append(g.deprecated, note)
+		}
+	}}, old, f.Usage)
+	cmd.Flags().MarkHidden(old)
+}
+
+// aliasValue is a flag's value under its old name: setting it notes the
+// use, then sets the value.
+type aliasValue struct {
+	pflag.Value
+	used func()
+}
+
+func (v aliasValue) Set(s string) error {
+	v.used()
+	return v.Value.Set(s)
 }

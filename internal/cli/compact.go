@@ -31,11 +31,13 @@ type compactOptions struct {
 	dryRun    bool
 	json      bool
 	reading   readingFlags
+	lockWait  time.Duration
 }
 
 func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
 	addEngineFlags(cmd, &o.engine)
 	addReadingFlags(cmd, &o.reading)
+	addOfflineFallbackFlag(cmd, &o.engine)
 	fl := cmd.Flags()
 	fl.StringVar(&o.format, "format", "", "input format (default: detected): canonical, anthropic, openai, claude-code, codex, copilot, mini-swe-agent, swe-agent")
 	fl.StringVar(&o.outFormat, "output-format", "", "output format: canonical (a session log, undoable), anthropic or openai (the compacted request), claude-code or codex (the agent's own file with the compaction recorded as the agent records one; for an input of that format); default: the input's format where it can be written, else canonical")
@@ -45,6 +47,7 @@ func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
 	fl.StringVar(&o.focus, "focus", "", "what the summary must keep, in your words (e.g. \"the failing auth tests\")")
 	fl.BoolVar(&o.dryRun, "dry-run", false, "show the plan (where it cuts, tokens before and after, what is folded) and write nothing")
 	fl.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fl.DurationVar(&o.lockWait, "lock-wait", defaultLockWait, "with --in-place: how long to wait for another program's lock on the file (a running agent's), saying so after a moment; then exit 7")
 }
 
 func newCompactCmd(g *globals) *cobra.Command {
@@ -105,6 +108,9 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	if o.inPlace && (path == "" || path == "-") {
 		return usageError{errors.New("--in-place needs a FILE, not stdin")}
 	}
+	if o.lockWait <= 0 {
+		return usageError{fmt.Errorf("--lock-wait %s: want a positive duration like 30s", o.lockWait)}
+	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
 		return err
@@ -114,6 +120,11 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	e, err := a.engine(ctx, !o.dryRun)
 	if err != nil {
 		return err
+	}
+	if o.inPlace && !o.dryRun {
+		if err := a.waitForLock(ctx, path, o.lockWait); err != nil {
+			return err
+		}
 	}
 	a.setStep("reading")
 	in, src, err := a.loadSource(ctx, e, path, o.format, o.inPlace && !o.dryRun)
@@ -179,22 +190,30 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	}
 
 	// With -o - and --json the session takes stdout; the report goes to
-	// stderr, so neither stream mixes two documents.
-	reportTo := g.io.Out
+	// stderr as one JSON line among the notes, so neither stream mixes
+	// two kinds of document.
+	reportTo, oneLine := g.io.Out, false
 	if !o.dryRun && o.json && (o.output == "-" || o.output == "" && in.path == "-") {
-		reportTo = g.io.Err
+		reportTo, oneLine = g.io.Err, true
 	}
 	if !o.dryRun && rep.Action != sessionio.ActionNone && rep.Action != sessionio.ActionNothingToFold || (!o.dryRun && o.output != "") {
 		a.setStep("writing")
+		// A write-back appends under the file's lock; a session log is
+		// held by the session itself, and written as it went.
+		if o.inPlace && writeBackFormat(o, in) != "" {
+			if err := a.waitForLock(ctx, in.path, o.lockWait); err != nil {
+				return err
+			}
+		}
 		if err := writeOutput(a, in, src, o, &rep); err != nil {
 			if rep.WriteBack != nil && o.json {
-				_ = printCompactReport(reportTo, true, &rep) // what was taken back, for the caller's records
+				_ = printCompactReport(reportTo, true, oneLine, &rep) // what was taken back, for the caller's records
 			}
 			return err
 		}
 	}
 	rep.DurationMS = float64(time.Since(began).Microseconds()) / 1000
-	if err := printCompactReport(reportTo, o.json, &rep); err != nil {
+	if err := printCompactReport(reportTo, o.json, oneLine, &rep); err != nil {
 		return err
 	}
 	if !rep.Fits && !o.dryRun {
@@ -245,10 +264,12 @@ func writeOutput(a *app, in *input, src *source, o *compactOptions, rep *compact
 	return atomicfile.Write(out, 0o644, write)
 }
 
-func printCompactReport(w io.Writer, asJSON bool, r *compactReport) error {
+func printCompactReport(w io.Writer, asJSON, oneLine bool, r *compactReport) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
+		if !oneLine {
+			enc.SetIndent("", "  ")
+		}
 		return enc.Encode(r)
 	}
 	if r.Output == "stdout" {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/internal/suggest"
+	"github.com/compact-host/compact-host/internal/tokencount"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -19,17 +21,17 @@ import (
 // environment variables (COMPACT_HOST_*), the config file, defaults.
 // The file is TOML; an unknown key is an error naming it.
 type Config struct {
-	Model           string   `toml:"model"`
-	ContextWindow   int      `toml:"context_window"`
-	MaxOutputTokens int      `toml:"max_output_tokens"`
-	Tokenizer       string   `toml:"tokenizer"`
-	Strategy        string   `toml:"strategy"`
-	Fallbacks       []string `toml:"fallbacks"`
-	KeepRecent      int      `toml:"keep_recent_tokens"`
-	SummaryTokens   int      `toml:"summary_tokens"`
-	PluginsDir      string   `toml:"plugins_dir"`
-	CacheDir        string   `toml:"cache_dir"`
-	LogLevel        string   `toml:"log_level"`
+	Model           string            `toml:"model"`
+	ContextWindow   tokencount.Tokens `toml:"context_window"`
+	MaxOutputTokens tokencount.Tokens `toml:"max_output_tokens"`
+	Tokenizer       string            `toml:"tokenizer"`
+	Strategy        string            `toml:"strategy"`
+	Fallbacks       []string          `toml:"fallbacks"`
+	KeepRecent      tokencount.Tokens `toml:"keep_recent_tokens"`
+	SummaryTokens   tokencount.Tokens `toml:"summary_tokens"`
+	PluginsDir      string            `toml:"plugins_dir"`
+	CacheDir        string            `toml:"cache_dir"`
+	LogLevel        string            `toml:"log_level"`
 	// MaxInputBytes bounds what a command reads from a file or stdin.
 	MaxInputBytes int64 `toml:"max_input_bytes"`
 	// Store is where the proxy keeps its compactions and serve its
@@ -40,6 +42,57 @@ type Config struct {
 	Provider   ProviderConfig `toml:"provider"`
 	Tools      ToolsConfig    `toml:"tools"`
 	Serve      ServeConfig    `toml:"serve"`
+
+	// src is where the values came from, for errors.
+	src configSource
+}
+
+// configSource is where a config's values came from: the file, and the
+// environment variables that override its keys. An error names the
+// variable, or the file and the key's line.
+type configSource struct {
+	path string
+	data []byte
+	env  map[string]string // config key → the variable that set it
+}
+
+// errorAt is msg as an error of key, placed where the key was set.
+func (s configSource) errorAt(key, msg string) *ConfigError {
+	if v, ok := s.env[key]; ok {
+		return &ConfigError{Path: v, Msg: msg}
+	}
+	path := s.path
+	if path == "" {
+		path = "config"
+	}
+	return &ConfigError{Path: path, Line: keyLine(s.data, key), Msg: msg}
+}
+
+// tomlKeyLine matches a line that sets a key: name = ..., with the name
+// bare, dotted or quoted.
+var tomlKeyLine = regexp.MustCompile(`^\s*([A-Za-z0-9_.\-"' ]+?)\s*=`)
+
+// keyLine is the 1-based line of data that sets key ("thresholds.compact"),
+// or 0 when none does (a key in an inline table, or a default).
+func keyLine(data []byte, key string) int {
+	table := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "[") {
+			name, _, _ := strings.Cut(strings.Trim(t, "[]"), "]")
+			table = strings.Trim(strings.TrimSpace(name), `"'`) + "."
+			continue
+		}
+		m := tomlKeyLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name := strings.NewReplacer(`"`, "", "'", "", " ", "").Replace(m[1])
+		if table+name == key || table == "" && name == key {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // Thresholds are shares of the input budget.
@@ -62,6 +115,9 @@ type ProviderConfig struct {
 	Timeout         Duration `toml:"timeout"`
 	// MaxRetries is a pointer so that 0 (no retries) differs from unset.
 	MaxRetries *int `toml:"max_retries"`
+	// OfflineFallback summarizes offline when the provider's API key is
+	// missing, instead of failing.
+	OfflineFallback bool `toml:"offline_fallback"`
 }
 
 // ToolsConfig maps tools to output categories and file operations.
@@ -69,7 +125,7 @@ type ToolsConfig struct {
 	Categories  map[string]string `toml:"categories"`
 	Read        []string          `toml:"read"`
 	Modify      []string          `toml:"modify"`
-	OutputLimit int               `toml:"output_tokens"`
+	OutputLimit tokencount.Tokens `toml:"output_tokens"`
 }
 
 // ServeConfig configures `compact-host serve`.
@@ -155,7 +211,9 @@ func ParseConfig(path string, data []byte) (Config, error) {
 		if errors.As(err, &strict) && len(strict.Errors) > 0 {
 			e := strict.Errors[0]
 			row, _ := e.Position()
-			return c, &ConfigError{Path: path, Line: row, Msg: fmt.Sprintf("unknown key %q (see `compact-host help config` for the keys)", strings.Join(e.Key(), "."))}
+			key := strings.Join(e.Key(), ".")
+			return c, &ConfigError{Path: path, Line: row, Msg: fmt.Sprintf("unknown key %q%s (see `compact-host help config` for the keys)",
+				key, suggest.Hint(key, configKeys(reflect.TypeFor[Config](), "")))}
 		}
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
@@ -164,50 +222,75 @@ func ParseConfig(path string, data []byte) (Config, error) {
 		}
 		return c, &ConfigError{Path: path, Msg: err.Error()}
 	}
-	return c, c.validate(path)
+	c.src = configSource{path: path, data: data}
+	return c, c.validate()
+}
+
+// configKeys lists the keys of t's TOML fields, tables' keys dotted
+// under prefix: what a mistyped key is compared with.
+func configKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		if ft := f.Type; ft.Kind() == reflect.Struct && ft != reflect.TypeFor[Duration]() {
+			keys = append(keys, configKeys(ft, prefix+name+".")...)
+			continue
+		}
+		keys = append(keys, prefix+name)
+	}
+	return keys
 }
 
 // validate checks every value of the file: the engine's fields through
 // host.Config's own validation (one set of rules for the CLI, the server
 // and the library), named by their keys; the CLI's own keys here.
-func (c Config) validate(path string) error {
-	bad := func(format string, args ...any) error {
-		return &ConfigError{Path: path, Msg: fmt.Sprintf(format, args...)}
+func (c Config) validate() error {
+	bad := func(key, format string, args ...any) error {
+		return c.src.errorAt(key, fmt.Sprintf(format, args...))
 	}
 	switch c.Provider.Kind {
 	case "", "anthropic", "openai", "none":
 	default:
-		return bad("provider.kind %q: want anthropic, openai or none", c.Provider.Kind)
+		return bad("provider.kind", "provider.kind %q: want anthropic, openai or none", c.Provider.Kind)
 	}
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:
-		return bad("log_level %q: want debug, info, warn or error", c.LogLevel)
+		return bad("log_level", "log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	for _, f := range []struct {
+		key string
+		v   tokencount.Tokens
+	}{{"context_window", c.ContextWindow}, {"max_output_tokens", c.MaxOutputTokens}, {"keep_recent_tokens", c.KeepRecent},
+		{"summary_tokens", c.SummaryTokens}, {"tools.output_tokens", c.Tools.OutputLimit}} {
+		if f.v < 0 || f.v > tokencount.Max {
+			return bad(f.key, "%s %d: want 0 (the default) up to %d, written as %s", f.key, f.v, tokencount.Max, tokencount.Syntax)
+		}
 	}
 	if err := c.engineConfig().Validate(); err != nil {
-		var ce *ConfigError
-		if errors.As(settingError(err, "", func(string) origin { return fromConfig }), &ce) {
-			return bad("%s", ce.Msg)
-		}
-		return bad("%v", err)
+		return settingError(err, "", func(string) origin { return fromConfig }, c.src)
 	}
 	switch {
 	case c.MaxInputBytes < 0:
-		return bad("max_input_bytes %d: want a positive byte count, or 0 for the default (%d)", c.MaxInputBytes, defaultMaxInputBytes)
+		return bad("max_input_bytes", "max_input_bytes %d: want a positive byte count, or 0 for the default (%d)", c.MaxInputBytes, defaultMaxInputBytes)
 	case c.Provider.Timeout.Duration < 0:
-		return bad("provider.timeout %s: want a positive duration like 90s, or omit it for the default (%s)", c.Provider.Timeout, defaultProviderTimeout)
+		return bad("provider.timeout", "provider.timeout %s: want a positive duration like 90s, or omit it for the default (%s)", c.Provider.Timeout, defaultProviderTimeout)
 	case c.Provider.MaxRetries != nil && *c.Provider.MaxRetries < 0:
-		return bad("provider.max_retries %d: want 0 (no retries) or more", *c.Provider.MaxRetries)
+		return bad("provider.max_retries", "provider.max_retries %d: want 0 (no retries) or more", *c.Provider.MaxRetries)
 	case c.Provider.MaxRetries != nil && *c.Provider.MaxRetries > 20:
-		return bad("provider.max_retries %d: want at most 20", *c.Provider.MaxRetries)
+		return bad("provider.max_retries", "provider.max_retries %d: want at most 20", *c.Provider.MaxRetries)
 	case c.Serve.MaxRequestBytes < 0:
-		return bad("serve.max_request_bytes %d: want a positive byte count, or 0 for the default", c.Serve.MaxRequestBytes)
+		return bad("serve.max_request_bytes", "serve.max_request_bytes %d: want a positive byte count, or 0 for the default", c.Serve.MaxRequestBytes)
 	case c.Serve.RequestTimeout.Duration < 0:
-		return bad("serve.request_timeout %s: want a positive duration, or omit it for the default", c.Serve.RequestTimeout)
+		return bad("serve.request_timeout", "serve.request_timeout %s: want a positive duration, or omit it for the default", c.Serve.RequestTimeout)
 	case c.Serve.BodyTimeout.Duration < 0:
-		return bad("serve.body_timeout %s: want a positive duration, or omit it for the default", c.Serve.BodyTimeout)
+		return bad("serve.body_timeout", "serve.body_timeout %s: want a positive duration, or omit it for the default", c.Serve.BodyTimeout)
 	case c.Tools.OutputLimit < 0:
-		return bad("tools.output_tokens %d: want a positive count, or 0 for the default", c.Tools.OutputLimit)
+		return bad("tools.output_tokens", "tools.output_tokens %d: want a positive count, or 0 for the default", c.Tools.OutputLimit)
 	}
 	return nil
 }
@@ -215,10 +298,10 @@ func (c Config) validate(path string) error {
 // engineConfig is the engine part of the file, flags not applied.
 func (c Config) engineConfig() host.Config {
 	return host.Config{
-		Model: c.Model, ContextWindow: c.ContextWindow, MaxOutputTokens: c.MaxOutputTokens, Tokenizer: c.Tokenizer,
-		Strategy: c.Strategy, Fallbacks: c.Fallbacks, KeepRecentTokens: c.KeepRecent, SummaryTokens: c.SummaryTokens,
+		Model: c.Model, ContextWindow: int(c.ContextWindow), MaxOutputTokens: int(c.MaxOutputTokens), Tokenizer: c.Tokenizer,
+		Strategy: c.Strategy, Fallbacks: c.Fallbacks, KeepRecentTokens: int(c.KeepRecent), SummaryTokens: int(c.SummaryTokens),
 		PruneThreshold: c.Thresholds.Prune, CompactThreshold: c.Thresholds.Compact, OverheadReserve: c.Thresholds.OverheadReserve,
-		EmergencyThreshold: c.Thresholds.Emergency, MinSavings: c.Thresholds.MinSavings, DisableCompaction: c.Thresholds.Disable, ToolOutputTokens: c.Tools.OutputLimit,
+		EmergencyThreshold: c.Thresholds.Emergency, MinSavings: c.Thresholds.MinSavings, DisableCompaction: c.Thresholds.Disable, ToolOutputTokens: int(c.Tools.OutputLimit),
 		ToolCategories: c.Tools.Categories, FileTools: host.FileTools{Read: c.Tools.Read, Modify: c.Tools.Modify},
 	}
 }
@@ -233,7 +316,8 @@ func decodeMessage(de *toml.DecodeError) string {
 	if m := goTypeError.FindStringSubmatch(msg); m != nil {
 		want := map[string]string{"int": "an integer", "int64": "an integer", "float64": "a number", "string": "a string",
 			"bool": "true or false", "[]string": "a list of strings", "map[string]string": "a table of strings",
-			"*int": "an integer", "cli.Duration": "a duration like \"90s\""}[m[2]]
+			"*int": "an integer", "cli.Duration": "a duration like \"90s\"",
+			"tokencount.Tokens": tokencount.Syntax}[m[2]]
 		if want == "" {
 			want = "another type"
 		}
@@ -252,15 +336,19 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		if v == "" {
 			continue
 		}
+		if c.src.env == nil {
+			c.src.env = map[string]string{}
+		}
+		c.src.env[k.key] = k.env
 		switch k.key {
 		case "model":
 			c.Model = v
 		case "context_window":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || n > host.MaxContextWindow {
-				return &ConfigError{Path: k.env, Msg: fmt.Sprintf("%q is not a token count from 0 to %d", v, host.MaxContextWindow)}
+			n, err := tokencount.Parse(v)
+			if err != nil {
+				return &ConfigError{Path: k.env, Msg: err.Error()}
 			}
-			c.ContextWindow = n
+			c.ContextWindow = tokencount.Tokens(n)
 		case "strategy":
 			c.Strategy = v
 		case "plugins_dir":
@@ -279,7 +367,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			c.Store = v
 		}
 	}
-	return c.validate("environment")
+	return c.validate()
 }
 
 // loadConfig reads the config file (explicit path, or the default one if
@@ -290,6 +378,7 @@ func loadConfig(path string, getenv func(string) string) (Config, string, error)
 		path = defaultConfigPath(getenv)
 	}
 	var c Config
+	c.src.path = path
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -314,6 +403,7 @@ key is an error.
 
   model = "claude-sonnet-4-5"     # the agent's model: window and output limit from the catalog
   context_window = 0              # override the window (tokens)    env COMPACT_HOST_CONTEXT_WINDOW
+                                  # every token count: 16000, 16_000, "16k" or "1.5m" (up to 32m)
   max_output_tokens = 0           # reply reserve (default: the model's output limit)
   tokenizer = "auto"              # auto | chars | o200k | cl100k
   strategy = "structured"         # structured | narrative | truncate | a plugin's name
@@ -344,6 +434,7 @@ key is an error.
   api_key_env = ""                # default ANTHROPIC_API_KEY or OPENAI_API_KEY
   timeout = "2m"                  # each model call attempt      flag --provider-timeout
   max_retries = 2                 # retries of a failed call (0: none)
+  offline_fallback = false        # with no API key, summarize offline instead of failing  flag --offline-fallback
 
   [tools]
   categories = { my_search = "match-list" }   # head-tail | match-list | file-content | generic
@@ -352,7 +443,7 @@ key is an error.
   output_tokens = 0               # cap for 'compact-host truncate' and the API
 
   [serve]
-  addr = "127.0.0.1:8377"
+  addr = "127.0.0.1:8377"          # flag --listen
   token_env = ""                  # env var holding a bearer token the API requires
   max_request_bytes = 67108864    # flag --max-request-bytes
   request_timeout = "5m"          # a request, its wait for a worker included  flag --request-timeout

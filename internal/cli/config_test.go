@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/compact-host/compact-host/internal/tokencount"
 	"testing"
 
 	"github.com/compact-host/compact-host/host"
@@ -75,7 +76,7 @@ func TestEnvOverridesFileAndFlagsOverrideEnv(t *testing.T) {
 	env := map[string]string{"COMPACT_HOST_MODEL": "from-env", "COMPACT_HOST_CONTEXT_WINDOW": "5000"}
 	require.NoError(t, c.applyEnv(func(k string) string { return env[k] }))
 	assert.Equal(t, "from-env", c.Model, "env overrides the file")
-	assert.Equal(t, 5000, c.ContextWindow)
+	assert.Equal(t, tokencount.Tokens(5000), c.ContextWindow)
 
 	a := &app{cfg: c, flags: engineFlags{contextWindow: 9000}}
 	hc := a.hostConfig()

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"sort"
-	"strings"
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
@@ -155,8 +153,8 @@ func settingName(field string, from origin) string {
 // flags and config keys, with the exit code of where the bad value came
 // from: 2 for a flag, 3 for the config file. of says where each field's
 // value came from; prefix is "" for host.Config, "provider." for
-// provider.Config.
-func settingError(err error, prefix string, of func(field string) origin) error {
+// provider.Config; src places an error of the config file.
+func settingError(err error, prefix string, of func(field string) origin, src configSource) error {
 	var he *host.ConfigError
 	var pe *provider.ConfigError
 	var field, msg string
@@ -175,53 +173,7 @@ func settingError(err error, prefix string, of func(field string) origin) error 
 		return err
 	}
 	if of(field) == fromConfig {
-		return &ConfigError{Path: "config", Msg: msg}
+		return src.errorAt(settings[field].key, msg)
 	}
 	return usageError{errors.New(msg)}
-}
-
-// didYouMean returns the names close to name (an edit or two away, or
-// sharing a prefix), for "did you mean" hints.
-func didYouMean(name string, names []string) []string {
-	var out []string
-	for _, n := range names {
-		if n == name {
-			continue
-		}
-		if d := editDistance(strings.ToLower(name), strings.ToLower(n)); d <= 2 || len(name) >= 3 && strings.HasPrefix(n, name) {
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}
-
-// suggest is the " (did you mean X?)" of a message, or "".
-func suggest(name string, names []string) string {
-	if s := didYouMean(name, names); len(s) > 0 {
-		return fmt.Sprintf("; did you mean %s?", strings.Join(s, " or "))
-	}
-	return ""
 }

@@ -9,17 +9,19 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/atomicfile"
 	"github.com/compact-host/compact-host/internal/eval"
+	"github.com/compact-host/compact-host/internal/server"
+	"github.com/compact-host/compact-host/internal/suggest"
+	"github.com/compact-host/compact-host/internal/tokencount"
 	"github.com/spf13/cobra"
 )
 
 type evalOptions struct {
 	engine          engineFlags
 	sessions        []string
-	windows         []string
+	windows         tokensList
 	strategies      []string
 	jsonPath        string
 	charts          string
@@ -57,13 +59,14 @@ Probe files name their session by file name, found among the SESSION
 arguments or in ../shared/corpus. --min-score and --min-category turn the
 scores into a check: exit 6 when either is missed.`,
 		Example: `  compact-host eval
-  compact-host eval --window 32k --strategy structured --charts charts/ session.jsonl
+  compact-host eval --context-window 32k --strategy structured --charts charts/ session.jsonl
   compact-host eval --json > eval.json
   compact-host eval --probes internal/eval/testdata/probes --min-score 85 --min-category 70`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runEval(cmd.Context(), g, o, args) },
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&o.windows, "window", nil, "context window to replay at, e.g. 32000 or 32k (repeatable; default 200k, 128k, 32k)")
+	fl.Var(&o.windows, "context-window", "context window to replay at: "+tokenSyntaxHelp+" (repeatable; default 200k, 128k, 32k)")
+	deprecatedAlias(cmd, g, "window", "context-window")
 	fl.StringSliceVar(&o.strategies, "strategy", nil, "strategy to evaluate (repeatable; default structured, narrative, truncate)")
 	fl.StringVar(&o.jsonPath, "json-file", "", "also write the report as JSON to this file")
 	fl.BoolVar(&o.json, "json", false, "print the report as JSON instead of the table")
@@ -77,18 +80,33 @@ scores into a check: exit 6 when either is missed.`,
 	return cmd
 }
 
-func parseWindow(s string) (int, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := 1
-	if strings.HasSuffix(t, "k") {
-		t, mult = strings.TrimSuffix(t, "k"), 1000
+// tokensList is a repeatable flag of token counts; a value may also list
+// several, separated by commas.
+type tokensList []int
+
+func (l *tokensList) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		n, err := tokencount.Parse(part)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%q: want a window of at least 1 token", part)
+		}
+		*l = append(*l, n)
 	}
-	n, err := strconv.Atoi(t)
-	if err != nil || n <= 0 || n > host.MaxContextWindow/mult {
-		return 0, fmt.Errorf("--window %q: want a token count like 32000 or 32k, at most %d", s, host.MaxContextWindow)
-	}
-	return n * mult, nil
+	return nil
 }
+
+func (l *tokensList) String() string {
+	s := make([]string, len(*l))
+	for i, n := range *l {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *tokensList) Type() string { return "tokens" }
 
 func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) error {
 	if o.probes == "" && (o.minScore != 0 || o.minCategory != 0) {
@@ -103,16 +121,10 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 		}
 	}
 	if o.probes != "" && (len(o.strategies) > 1 || len(o.windows) > 1 || o.charts != "" || o.truncateOutputs) {
-		return usageError{errors.New("--probes scores one strategy at one window: give --strategy and --window at most once, without --charts or --truncate-outputs")}
+		return usageError{errors.New("--probes scores one strategy at one window: give --strategy and --context-window at most once, without --charts or --truncate-outputs")}
 	}
 	opts := eval.Options{Sessions: args, Strategies: o.strategies, InProcess: o.inProcess, TruncateToolOutputs: o.truncateOutputs}
-	for _, w := range o.windows {
-		n, err := parseWindow(w)
-		if err != nil {
-			return usageError{err}
-		}
-		opts.Windows = append(opts.Windows, n)
-	}
+	opts.Windows = o.windows
 	a, err := newApp(g, o.engine)
 	if err != nil {
 		return err
@@ -125,8 +137,8 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 	opts.Registry = reg
 	for _, name := range o.strategies {
 		if _, err := reg.Strategy(ctx, name); errors.Is(err, plugin.ErrNotFound) {
-			names := strategyNames(ctx, reg)
-			return usageError{fmt.Errorf("--strategy %q: no plugin provides this strategy; the strategies are %s%s", name, strings.Join(names, ", "), suggest(name, names))}
+			names := server.StrategyNames(ctx, reg)
+			return usageError{fmt.Errorf("--strategy %q: no plugin provides this strategy; the strategies are %s%s", name, strings.Join(names, ", "), suggest.Hint(name, names))}
 		}
 	}
 	// A session named on the command line that cannot be opened is the
@@ -145,7 +157,7 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 			return &inputError{Path: p, Msg: fmt.Sprintf("is a %s, not a session file", kindOf(st.Mode()))}
 		}
 	}
-	if g.io.ErrIsTerminal {
+	if g.io.ErrIsTerminal && !g.jsonStderr {
 		opts.Progress = g.io.Err
 	}
 	if o.probes != "" {
@@ -180,7 +192,7 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(g.io.Err, "wrote %d charts to %s\n", len(files), o.charts)
+		g.say(fmt.Sprintf("wrote %d charts to %s", len(files), o.charts))
 	}
 	return nil
 }

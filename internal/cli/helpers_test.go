@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -94,4 +96,21 @@ func writeFile(t *testing.T, name, data string) string {
 	path := filepath.Join(t.TempDir(), name)
 	require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
 	return path
+}
+
+// jsonLines decodes stderr of a --json run, which must be JSON lines
+// only: notes, warnings, progress lines, the error, and log records
+// (whose message is in "msg", so it is empty here).
+func jsonLines(t *testing.T, stderr string) []stderrLine {
+	t.Helper()
+	var out []stderrLine
+	for _, line := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var l stderrLine
+		require.NoError(t, json.Unmarshal([]byte(line), &l), "stderr line is not JSON: %s", line)
+		out = append(out, l)
+	}
+	return out
 }

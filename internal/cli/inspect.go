@@ -82,7 +82,9 @@ func newInspectCmd(g *globals) *cobra.Command {
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runInspect(cmd.Context(), g, o, args) },
 	}
-	addEngineFlags(cmd, &o.engine)
+	addBudgetFlags(cmd, &o.engine)
+	addPluginsFlag(cmd, &o.engine)
+	addInputFlags(cmd, &o.engine)
 	addReadingFlags(cmd, &o.reading)
 	cmd.Flags().StringVar(&o.format, "format", "", "input format (default: detected)")
 	cmd.Flags().IntVar(&o.largest, "largest", 5, "how many of the largest tool outputs to list (0 to 1000)")

@@ -69,7 +69,8 @@ func TestHungProviderTimesOutAndTheFallbackIsReported(t *testing.T) {
 	assert.GreaterOrEqual(t, rep["model_calls"], float64(1))
 	assert.Equal(t, rep["model_calls"], rep["model_calls_failed"])
 	assert.Equal(t, float64(calls.Load()), rep["model_calls"], "every call the provider saw is counted")
-	assert.Contains(t, r.stderr, "warning: fallback structured →")
+	// With --json, stderr is JSON lines too: the warning is one of them.
+	assert.Contains(t, jsonLines(t, r.stderr), stderrLine{Level: "warning", Message: "fallback " + fallbacks[0].(string)})
 }
 
 // The text report names the fallback and the model calls, and progress on

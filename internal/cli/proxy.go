@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -196,9 +195,9 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		return withCode(ExitUsage, err)
 	}
 	defer p.Close()
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := listen(o.listen)
 	if err != nil {
-		return withCode(ExitUsage, fmt.Errorf("--listen %s: %w", o.listen, err))
+		return err
 	}
 	if !loopback(o.listen) {
 		a.note("warning: %s is reachable beyond this machine; the proxy forwards with whatever credentials its clients send", o.listen)

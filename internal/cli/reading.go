@@ -2,10 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/compact-host/compact-host/internal/sessionio"
+	"github.com/compact-host/compact-host/internal/tokencount"
 	"github.com/spf13/cobra"
 )
 
@@ -21,13 +20,13 @@ func addReadingFlags(cmd *cobra.Command, f *readingFlags) {
 	cmd.Flags().BoolVar(&f.fullHistory, "full-history", false,
 		"read an agent's file (Claude Code, Codex) as its full history, as if no compaction had been made; default: the live context, what the agent sends when it resumes")
 	cmd.Flags().Var(&f.overhead, "agent-overhead",
-		"tokens the agent adds to every request (system prompt, tool schemas), e.g. 19k, or 0 for none; default: learned from the usage the file records, else the agent's typical figure")
+		"tokens the agent adds to every request (system prompt, tool schemas), "+tokenSyntaxHelp+", or 0 for none; default: learned from the usage the file records, else the agent's typical figure")
 }
 
 func (f readingFlags) options() sessionio.ReadOptions {
 	o := sessionio.ReadOptions{FullHistory: f.fullHistory}
 	if f.overhead.set {
-		o.AgentOverhead = f.overhead.n
+		o.AgentOverhead = int(f.overhead.n)
 		if o.AgentOverhead == 0 {
 			o.AgentOverhead = -1 // none
 		}
@@ -35,26 +34,21 @@ func (f readingFlags) options() sessionio.ReadOptions {
 	return o
 }
 
-// overheadFlag is a token count: digits, optionally followed by k
-// (thousands); set says it was given (0 then means none).
+// overheadFlag is a token count in the syntax of every count
+// (tokencount); set says it was given (0 then means none).
 type overheadFlag struct {
-	n   int
+	n   tokencount.Tokens
 	set bool
 }
 
-func (o *overheadFlag) String() string { return strconv.Itoa(o.n) }
+func (o *overheadFlag) String() string { return o.n.String() }
 func (o *overheadFlag) Type() string   { return "tokens" }
 
 func (o *overheadFlag) Set(v string) error {
-	s, mult := strings.TrimSpace(v), 1
-	if rest, ok := strings.CutSuffix(strings.ToLower(s), "k"); ok {
-		s, mult = rest, 1000
+	if err := o.n.Set(v); err != nil {
+		return err
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n > 1_000_000/mult {
-		return fmt.Errorf("want a token count from 0 to 1000k, such as 19000 or 19k")
-	}
-	o.n, o.set = n*mult, true
+	o.set = true
 	return nil
 }
 

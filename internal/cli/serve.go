@@ -48,7 +48,7 @@ Servers that share a store (--store redis://...) serve the same sessions;
 the default store is on this machine's disk. Plugins dropped into the
 plugins directory are picked up without a restart.
 
-It listens on loopback unless --addr says otherwise; binding another
+It listens on loopback unless --listen says otherwise; binding another
 address without a token prints a warning. With --token-env, every
 endpoint but /healthz requires "Authorization: Bearer <token>". SIGINT or
 SIGTERM stops it gracefully: requests in flight finish first.
@@ -88,14 +88,16 @@ config); the engine flags set the defaults each request may override.
 
   # On a shared network, with a token:
   export COMPACT_HOST_TOKEN=$(openssl rand -hex 32)
-  compact-host serve --addr 0.0.0.0:8377 --token-env COMPACT_HOST_TOKEN
+  compact-host serve --listen 0.0.0.0:8377 --token-env COMPACT_HOST_TOKEN
   curl -s -H "Authorization: Bearer $COMPACT_HOST_TOKEN" http://host:8377/v1/plugins`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), g, o, cmd) },
 	}
 	addEngineFlags(cmd, &o.engine)
+	addOfflineFallbackFlag(cmd, &o.engine)
 	fl := cmd.Flags()
-	fl.StringVar(&o.addr, "addr", defaultServeAddr, "address to listen on (host:port; port 0 picks a free one)")
+	fl.StringVar(&o.addr, "listen", defaultServeAddr, "address to listen on (host:port; port 0 picks a free one)")
+	deprecatedAlias(cmd, g, "addr", "listen")
 	fl.StringVar(&o.tokenEnv, "token-env", "", "name of the environment variable holding the bearer token the API requires (default: [serve] token_env; none: no token)")
 	fl.Int64Var(&o.maxRequestBytes, "max-request-bytes", 0, "largest request body accepted, larger ones get 413 (default: [serve] max_request_bytes, or 64 MiB)")
 	fl.DurationVar(&o.requestTimeout, "request-timeout", 0, "bound on one request, its wait for a worker included (default: [serve] request_timeout, or 5m)")
@@ -123,7 +125,7 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 	defer a.close()
 	sc := a.cfg.Serve
 	addr := o.addr
-	if !cmd.Flags().Changed("addr") && sc.Addr != "" {
+	if !cmd.Flags().Changed("listen") && !cmd.Flags().Changed("addr") && sc.Addr != "" {
 		addr = sc.Addr
 	}
 	token := ""
@@ -190,9 +192,9 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 		}
 		return withCode(ExitUsage, err)
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr)
 	if err != nil {
-		return withCode(ExitUsage, fmt.Errorf("listen on %s: %w", addr, err))
+		return err
 	}
 	hs := &http.Server{
 		Handler:           srv.Handler(),

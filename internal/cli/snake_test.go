@@ -93,7 +93,7 @@ func TestEveryJSONOutputIsSnakeCase(t *testing.T) {
 		"plugins info":      {"plugins", "info", "--json", "structured"},
 		"plugins verify":    {"plugins", "verify", "--json", "truncate"},
 		"version":           {"version", "--json"},
-		"eval":              {"eval", "--json", "--window", "16k", "--strategy", "truncate", "--in-process", session},
+		"eval":              {"eval", "--json", "--context-window", "16k", "--strategy", "truncate", "--in-process", session},
 	}
 	// compact first: inspect and undo read what it wrote.
 	order := []string{"compact", "compact dry-run", "compact root", "inspect", "inspect compacted", "tokens", "tokens text",

@@ -33,7 +33,11 @@ counts the full history as the context); --text counts the raw input.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runTokens(cmd.Context(), g, o, args) },
 	}
-	addEngineFlags(cmd, &o.engine)
+	// Every counter runs, so no --tokenizer; the model and window
+	// matter only to read a session as its context.
+	cmd.Flags().StringVar(&o.engine.model, "model", "", "the agent's model, for reading a session as its context")
+	cmd.Flags().Var(&o.engine.contextWindow, "context-window", "context window in tokens: "+tokenSyntaxHelp)
+	addInputFlags(cmd, &o.engine)
 	addReadingFlags(cmd, &o.reading)
 	cmd.Flags().StringVar(&o.format, "format", "", "input format (default: detected)")
 	cmd.Flags().BoolVar(&o.text, "text", false, "count the input as plain text, not a session")

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
-	"github.com/compact-host/compact-host/host"
-
+	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/server"
+	"github.com/compact-host/compact-host/internal/suggest"
+	"github.com/compact-host/compact-host/internal/tokencount"
 	"github.com/spf13/cobra"
 )
 
@@ -16,7 +19,7 @@ type truncateOptions struct {
 	engine    engineFlags
 	tool      string
 	category  string
-	maxTokens int
+	maxTokens tokencount.Tokens
 	json      bool
 }
 
@@ -35,18 +38,17 @@ Truncators are plugins; a plugin may add categories of its own.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runTruncate(cmd.Context(), g, o, args) },
 	}
-	addEngineFlags(cmd, &o.engine)
+	addBudgetFlags(cmd, &o.engine)
+	addPluginsFlag(cmd, &o.engine)
+	addInputFlags(cmd, &o.engine)
 	cmd.Flags().StringVar(&o.tool, "tool", "", "the tool that produced the output (picks the category)")
 	cmd.Flags().StringVar(&o.category, "category", "", "output category: head-tail, match-list, file-content, generic, or a plugin's")
-	cmd.Flags().IntVar(&o.maxTokens, "max-tokens", 0, "the cap, notice included (default: [tools] output_tokens, or a fortieth of the budget)")
+	cmd.Flags().Var(&o.maxTokens, "max-tokens", "the cap, notice included, e.g. 2000 or 2k (default: [tools] output_tokens, or a fortieth of the budget)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON with the sizes and the output")
 	return cmd
 }
 
 func runTruncate(ctx context.Context, g *globals, o *truncateOptions, args []string) error {
-	if o.maxTokens < 0 || o.maxTokens > host.MaxContextWindow {
-		return usageError{fmt.Errorf("--max-tokens %d: want a positive count up to %d", o.maxTokens, host.MaxContextWindow)}
-	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
 		return err
@@ -56,6 +58,11 @@ func runTruncate(ctx context.Context, g *globals, o *truncateOptions, args []str
 	if err != nil {
 		return err
 	}
+	if o.category != "" {
+		if err := a.checkCategory(ctx, o.category); err != nil {
+			return err
+		}
+	}
 	data, err := a.readInput(ctx, argOr(args, "-"))
 	if err != nil {
 		return err
@@ -64,7 +71,7 @@ func runTruncate(ctx context.Context, g *globals, o *truncateOptions, args []str
 	if category == "" {
 		category = e.ToolCategory(o.tool)
 	}
-	out := e.TruncateOutput(ctx, category, o.tool, data, o.maxTokens)
+	out := e.TruncateOutput(ctx, category, o.tool, data, int(o.maxTokens))
 	if o.json {
 		// The answer of POST /v1/truncate, so the names are the API's.
 		return json.NewEncoder(g.io.Out).Encode(server.TruncateResponse{
@@ -74,4 +81,19 @@ func runTruncate(ctx context.Context, g *globals, o *truncateOptions, args []str
 	}
 	_, err = g.io.Out.Write(out)
 	return err
+}
+
+// checkCategory refuses a --category no truncator handles, before the
+// input is read: the engine would cut head and tail instead, silently.
+func (a *app) checkCategory(ctx context.Context, category string) error {
+	reg, err := a.plugins(ctx, false)
+	if err != nil {
+		return err
+	}
+	if _, err := reg.Truncator(ctx, category); !errors.Is(err, plugin.ErrNotFound) {
+		return nil // a broken truncator fails, and falls back, when used
+	}
+	names := server.CategoryNames(ctx, reg)
+	return usageError{fmt.Errorf("--category %q: no truncator handles this category; the categories are %s%s",
+		category, strings.Join(names, ", "), suggest.Hint(category, names))}
 }

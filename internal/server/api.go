@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/internal/tokencount"
 )
 
 // The wire types of the API. Field names are the JSON names the package
@@ -16,12 +17,13 @@ type EngineOptions struct {
 	// and picks the tokenizer. Summaries are still written by the
 	// server's provider model.
 	Model string `json:"model,omitempty"`
-	// ContextWindow overrides the window, in tokens.
-	ContextWindow int `json:"context_window,omitempty"`
+	// ContextWindow overrides the window, in tokens: a number, or a
+	// string in the CLI's syntax ("16k", "1.5m"; tokencount).
+	ContextWindow tokencount.Tokens `json:"context_window,omitempty"`
 	// Strategy names the summarization strategy plugin.
 	Strategy string `json:"strategy,omitempty"`
 	// KeepRecentTokens is the newest history kept verbatim.
-	KeepRecentTokens int `json:"keep_recent_tokens,omitempty"`
+	KeepRecentTokens tokencount.Tokens `json:"keep_recent_tokens,omitempty"`
 	// Thresholds are the gate's shares of the input budget.
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
 }
@@ -67,7 +69,7 @@ type CompactRequest struct {
 // CompactReport says what a compaction did.
 type CompactReport struct {
 	// Action is "compacted", "emergency", "pruned", "none" (under the
-	// threshold), "nothing to fold" (all of it is recent) or "plan"
+	// threshold), "nothing_to_fold" (all of it is recent) or "plan"
 	// (dry run).
 	Action        string  `json:"action"`
 	Format        string  `json:"format"`
@@ -151,8 +153,8 @@ type Context struct {
 
 // GateRequest is what the next model call adds to the session.
 type GateRequest struct {
-	ToolSchemaTokens int `json:"tool_schema_tokens,omitempty"`
-	DynamicTokens    int `json:"dynamic_tokens,omitempty"`
+	ToolSchemaTokens tokencount.Tokens `json:"tool_schema_tokens,omitempty"`
+	DynamicTokens    tokencount.Tokens `json:"dynamic_tokens,omitempty"`
 }
 
 // CheckRequest is the body of POST /v1/check.
@@ -231,7 +233,7 @@ type TruncateRequest struct {
 	Content  string `json:"content"`
 	// MaxTokens is the cap, notice included; zero means the server's
 	// tool output limit.
-	MaxTokens int `json:"max_tokens,omitempty"`
+	MaxTokens tokencount.Tokens `json:"max_tokens,omitempty"`
 }
 
 // TruncateResponse is the answer of POST /v1/truncate.

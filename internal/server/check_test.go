@@ -5,6 +5,7 @@ import (
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
+	"github.com/compact-host/compact-host/internal/tokencount"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -38,7 +39,7 @@ func TestCheckMeasures(t *testing.T) {
 	} {
 		var c CheckResponse
 		call(t, ts, "POST", "/v1/check", CheckRequest{Session: small,
-			Request: GateRequest{ToolSchemaTokens: tc.overhead / 2, DynamicTokens: tc.overhead - tc.overhead/2}}).decode(t, &c)
+			Request: GateRequest{ToolSchemaTokens: tokencount.Tokens(tc.overhead / 2), DynamicTokens: tokencount.Tokens(tc.overhead - tc.overhead/2)}}).decode(t, &c)
 		assert.Equal(t, tc.overhead, c.Overhead)
 		assert.Equal(t, got.Tokens+tc.overhead, c.Total, "overhead %d", tc.overhead)
 		assert.Equal(t, tc.action, c.Action, "overhead %d", tc.overhead)

@@ -149,7 +149,7 @@ func TestCompactNothingToFold(t *testing.T) {
 	msgs := []abi.Message{text(abi.RoleUser, "hello"), text(abi.RoleAssistant, "hi")}
 	var got CompactResponse
 	call(t, ts, "POST", "/v1/compact", CompactRequest{Session: encode(t, "canonical", msgs)}).decode(t, &got)
-	assert.Equal(t, "nothing to fold", got.Report.Action)
+	assert.Equal(t, "nothing_to_fold", got.Report.Action)
 	assert.True(t, got.Report.Fits)
 	assert.Equal(t, flatten(msgs), flatten(contextOf(t, formats.Canonical, got.Session)), "the session is unchanged")
 }

@@ -2,13 +2,22 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/jsontype"
+	"github.com/compact-host/compact-host/internal/suggest"
+	"github.com/compact-host/compact-host/internal/tokencount"
 )
 
 // Error codes of the API, in the "code" of an error body. They are part of
@@ -22,6 +31,7 @@ const (
 	CodeUnknownFormat    = "unknown_format"     // 400: the format is unknown, or cannot be detected
 	CodeBadOptions       = "bad_options"        // 400: the options make no valid engine (model not in the catalog...)
 	CodeUnknownStrategy  = "unknown_strategy"   // 400: no plugin provides the strategy
+	CodeUnknownCategory  = "unknown_category"   // 400: no truncator handles the tool-output category
 	CodeUnauthorized     = "unauthorized"       // 401: the bearer token is missing or wrong
 	CodeNotFound         = "not_found"          // 404: no such endpoint
 	CodeSessionNotFound  = "session_not_found"  // 404: no session has that ID (PUT creates one)
@@ -84,8 +94,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // bodyError turns a JSON decoding error of a request body into an answer
-// that names the field or the place.
-func bodyError(body []byte, err error) *apiError {
+// that names the field or the place. v is what the body was decoded into:
+// the fields an unknown one is compared with.
+func bodyError(body []byte, err error, v any) *apiError {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
@@ -98,17 +109,97 @@ func bodyError(body []byte, err error) *apiError {
 	case errors.As(err, &te):
 		// Embedded Go structs show in the path; they are not JSON keys.
 		field := strings.ReplaceAll(te.Field, "EngineOptions.", "")
-		if field == "" {
+		switch {
+		case field == "":
 			return errorf(http.StatusBadRequest, CodeBadJSON, "the body must be a JSON object, not %s", te.Value)
+		case tokencount.IsTokensType(te):
+			return badRequest("%s: want %s (a number or a string), from 0 to %d; got JSON %s", field, tokencount.Syntax, tokencount.Max, te.Value)
 		}
 		return badRequest("%s: expected %s, got JSON %s", field, jsontype.Expected(te), te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return errorf(http.StatusBadRequest, CodeUnknownField, "%s (see the API reference: compact-host serve --help)",
-			strings.TrimPrefix(err.Error(), "json: "))
+		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return errorf(http.StatusBadRequest, CodeUnknownField, "unknown field %q%s (the fields are in the API reference, GET /openapi.json)",
+			name, suggest.Hint(name, jsonFieldNames(reflect.TypeOf(v))))
 	case errors.Is(err, errEmptyBody):
 		return errorf(http.StatusBadRequest, CodeBadJSON, "the body is empty; send a JSON object")
 	}
 	return errorf(http.StatusBadRequest, CodeBadJSON, "the body is not valid JSON: %v", err)
+}
+
+// jsonFieldNames lists the JSON names of the fields of t's structs, at
+// every depth: the names an unknown field may have been meant as.
+func jsonFieldNames(t reflect.Type) []string {
+	var names []string
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case name == "-" || !f.IsExported():
+				continue
+			case name != "":
+				names = append(names, name)
+			case !f.Anonymous:
+				names = append(names, f.Name)
+			}
+			walk(f.Type)
+		}
+	}
+	walk(t)
+	return names
+}
+
+// unknownName is the answer to a value no name of names matches: the
+// names, and the close ones.
+func unknownName(code, field, value string, names []string) *apiError {
+	return errorf(http.StatusBadRequest, code, "%s %q: want one of %s%s", field, value, strings.Join(names, ", "), suggest.Hint(value, names))
+}
+
+// StrategyNames lists the strategies reg provides, sorted: for the
+// errors of the API and the CLI.
+func StrategyNames(ctx context.Context, reg *plugin.Registry) []string {
+	return pluginNames(ctx, reg, func(e plugin.Entry) []string {
+		if e.Overridden || !e.Info.Has(abi.KindStrategy) {
+			return nil
+		}
+		return []string{e.Name}
+	})
+}
+
+// CategoryNames lists the tool-output categories reg's truncators
+// handle, sorted.
+func CategoryNames(ctx context.Context, reg *plugin.Registry) []string {
+	return pluginNames(ctx, reg, func(e plugin.Entry) []string {
+		if !e.Info.Has(abi.KindTruncator) {
+			return nil
+		}
+		return e.Info.Categories
+	})
+}
+
+func pluginNames(ctx context.Context, reg *plugin.Registry, of func(plugin.Entry) []string) []string {
+	var names []string
+	for _, e := range reg.List(ctx) {
+		if e.Err != nil {
+			continue
+		}
+		for _, n := range of(e) {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 var (

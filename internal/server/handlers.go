@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/sessionio"
+	"github.com/compact-host/compact-host/internal/suggest"
 )
 
 // events collects what one request's engine reports, and its model
@@ -196,10 +199,8 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body []byte) *api
 	if aerr := decode(body, &req); aerr != nil {
 		return aerr
 	}
+	// Counts are in range once decoded (tokencount.Tokens).
 	gr := req.Request
-	if gr.ToolSchemaTokens < 0 || gr.DynamicTokens < 0 || gr.ToolSchemaTokens > maxContextWindow || gr.DynamicTokens > maxContextWindow {
-		return badRequest("request.tool_schema_tokens and request.dynamic_tokens: want counts from 0 to %d", maxContextWindow)
-	}
 	ctx := r.Context()
 	e, ev, in, aerr := s.open(ctx, req.Options, req.Session, req.Format, req.OutputFormat)
 	if aerr != nil {
@@ -210,7 +211,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body []byte) *api
 
 	b := e.Budget()
 	tokens := sess.ContextTokens()
-	overhead := gr.ToolSchemaTokens + gr.DynamicTokens
+	overhead := int(gr.ToolSchemaTokens + gr.DynamicTokens)
 	resp := CheckResponse{
 		Format: in.Format, Messages: sess.Len(), Tokenizer: e.Tokenizer(),
 		Budget: Budget{ContextWindow: b.ContextWindow, MaxOutputTokens: b.MaxOutputTokens, Input: b.Input,
@@ -221,7 +222,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body []byte) *api
 	}
 	resp.Action = s.wouldDo(resp.Total, b)
 	if req.Apply {
-		d, err := e.EnsureFits(ctx, sess, host.Request{ToolSchemaTokens: gr.ToolSchemaTokens, DynamicTokens: gr.DynamicTokens})
+		d, err := e.EnsureFits(ctx, sess, host.Request{ToolSchemaTokens: int(gr.ToolSchemaTokens), DynamicTokens: int(gr.DynamicTokens)})
 		if err != nil {
 			return workError(ctx, "the gate", err)
 		}
@@ -265,10 +266,7 @@ func (s *Server) truncate(w http.ResponseWriter, r *http.Request, body []byte) *
 	if aerr := decode(body, &req); aerr != nil {
 		return aerr
 	}
-	switch {
-	case req.MaxTokens < 0:
-		return badRequest("max_tokens %d: want a positive count, or 0 for the server's limit", req.MaxTokens)
-	case len(req.Tool) > maxNameBytes || len(req.Category) > maxNameBytes:
+	if len(req.Tool) > maxNameBytes || len(req.Category) > maxNameBytes {
 		return badRequest("tool and category are at most %d bytes", maxNameBytes)
 	}
 	ctx := r.Context()
@@ -279,9 +277,14 @@ func (s *Server) truncate(w http.ResponseWriter, r *http.Request, body []byte) *
 	category := req.Category
 	if category == "" {
 		category = e.ToolCategory(req.Tool)
+	} else if _, err := s.opts.Registry.Truncator(ctx, category); errors.Is(err, plugin.ErrNotFound) {
+		// The engine would cut head and tail in its place, silently.
+		names := CategoryNames(ctx, s.opts.Registry)
+		return errorf(http.StatusBadRequest, CodeUnknownCategory, "category %q: no truncator handles it; the categories are %s%s",
+			category, strings.Join(names, ", "), suggest.Hint(category, names))
 	}
 	in := []byte(req.Content)
-	out := e.TruncateOutput(ctx, category, req.Tool, in, req.MaxTokens)
+	out := e.TruncateOutput(ctx, category, req.Tool, in, int(req.MaxTokens))
 	writeJSON(w, http.StatusOK, TruncateResponse{
 		Content: string(out), Category: category, Truncated: !bytes.Equal(in, out),
 		BytesBefore: len(in), BytesAfter: len(out), TokensBefore: e.CountTokens(req.Content), TokensAfter: e.CountTokens(string(out)),

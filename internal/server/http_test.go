@@ -126,7 +126,7 @@ func TestMalformedBodies(t *testing.T) {
 		{"unknown format", "/v1/compact", `{"session":[],"format":"xml"}`, CodeUnknownFormat, "xml"},
 		{"array with another format", "/v1/compact", `{"session":[{}],"format":"openai"}`, CodeBadRequest, "array"},
 		{"empty array", "/v1/compact", `{"session":[]}`, CodeBadRequest, "no messages"},
-		{"field of the wrong type", "/v1/compact", `{"session":[],"options":{"context_window":"x"}}`, CodeBadRequest, "options.context_window: expected a number"},
+		{"field of the wrong type", "/v1/compact", `{"session":[],"options":{"context_window":"x"}}`, CodeBadRequest, `options.context_window: want a token count such as 16000, 16_000, 16k or 1.5m (a number or a string), from 0 to 32000000; got JSON string "x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := call(t, ts, "POST", tc.path, tc.body)

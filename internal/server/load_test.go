@@ -10,6 +10,7 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 
+	"github.com/compact-host/compact-host/internal/tokencount"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -43,7 +44,7 @@ func loadCases(t testing.TB) []loadCase {
 	for i := 0; i < 4; i++ {
 		msgs := codingSession(200+i, 10+2*i, 500)
 		body, _ := json.Marshal(CheckRequest{Session: encode(t, forms[i%len(forms)], msgs), Apply: i%2 == 0,
-			Request: GateRequest{ToolSchemaTokens: 1000 * i}})
+			Request: GateRequest{ToolSchemaTokens: tokencount.Tokens(1000 * i)}})
 		cases = append(cases, loadCase{name: fmt.Sprintf("check-%d", i), path: "/v1/check", body: body})
 	}
 	return cases

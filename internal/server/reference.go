@@ -26,7 +26,8 @@ POST /v1/compact
    "output_format": canonical, anthropic or openai; default: the input's
                     format if it is anthropic or openai, else canonical
    "options": {"model":              size the budget for this model (catalog)
-               "context_window":     window in tokens, 1 to 10,000,000
+               "context_window":     window in tokens, up to 32,000,000 (every
+                                     token count: a number, or "16k", "1.5m")
                "strategy":           structured, narrative, truncate or a plugin's
                "keep_recent_tokens": newest history kept verbatim
                "focus":              what the summary must keep (at most 8 KiB)
@@ -46,7 +47,7 @@ POST /v1/compact
                   "model_usage","cost_usd","skipped_records","repaired",
                   "warnings","duration_ms"}}
       action: compacted, emergency, pruned, none (under the threshold),
-      "nothing to fold" (all of it is recent history) or plan (dry run).
+      nothing_to_fold (all of it is recent history) or plan (dry run).
       Without threshold the session is compacted whatever its size, then
       pruned or cut in an emergency if it is still over the budget; fits
       false means even that was not enough: fits is tokens_after within
@@ -99,7 +100,7 @@ POST /v1/sessions/{id}/messages
   200 {"id","revision","appended","action","tokens","compactions",
        "updated_at","report": when the gate acted, as for compact,
        "warnings"}
-      action: none, compacted, emergency, pruned or "nothing to fold".
+      action: none, compacted, emergency, pruned or nothing_to_fold.
       Appends to one ID are serialized across every server sharing the
       store; one that crosses the threshold compacts the session once.
       An unknown ID is a 404 (session_not_found): PUT creates sessions.
@@ -141,6 +142,7 @@ Errors: {"error":{"code","message","line"?,"offset"?}} with the status:
                         without context_window, keep_recent_tokens over
                         the budget...)
   400 unknown_strategy  no plugin provides the strategy
+  400 unknown_category  no truncator handles the category (/v1/truncate)
   401 unauthorized      missing or wrong "Authorization: Bearer <token>"
   404 not_found         no such endpoint
   404 session_not_found no session has that ID (PUT creates one)

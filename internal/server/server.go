@@ -21,6 +21,7 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/suggest"
 )
 
 // Defaults of Options.
@@ -32,9 +33,8 @@ const (
 
 // Limits on what a request may override.
 const (
-	maxContextWindow = 10_000_000
-	maxFocusBytes    = 8 << 10
-	maxNameBytes     = 256
+	maxFocusBytes = 8 << 10
+	maxNameBytes  = 256
 )
 
 // Options configure a Server. The zero value of each field means the
@@ -270,7 +270,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		case errors.As(err, &mbe):
 			return s.tooLarge()
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return errorf(http.StatusRequestTimeout, CodeTimeout, "the body did not arrive within %s (the server's --body-timeout)", s.opts.BodyTimeout)
+			return errorf(http.StatusRequestTimeout, CodeTimeout, "the body did not arrive within %s, the server's body timeout; send it faster, or in smaller requests", s.opts.BodyTimeout)
 		case err != nil:
 			return badRequest("read the body: %v", err)
 		}
@@ -288,7 +288,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func (s *Server) tooLarge() *apiError {
-	return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over the server's limit of %d bytes (--max-request-bytes)", s.opts.MaxRequestBytes)
+	return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over the server's limit of %d bytes; keep the session on the server (/v1/sessions) and send only the new messages", s.opts.MaxRequestBytes)
 }
 
 // authorized compares the bearer token in constant time. Hashing both
@@ -308,15 +308,15 @@ func (s *Server) authorized(r *http.Request) bool {
 // decode reads body into v, rejecting unknown fields and trailing data.
 func decode(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return bodyError(body, errEmptyBody)
+		return bodyError(body, errEmptyBody, v)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return bodyError(body, err)
+		return bodyError(body, err, v)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return bodyError(body, errTrailing)
+		return bodyError(body, errTrailing, v)
 	}
 	return nil
 }
@@ -332,17 +332,12 @@ func (s *Server) engine(ctx context.Context, o EngineOptions, model host.ModelCl
 		// The server's window belongs to the server's model.
 		cfg.Model, cfg.ContextWindow, cfg.MaxOutputTokens = o.Model, 0, 0
 	}
-	switch {
-	case o.ContextWindow < 0 || o.ContextWindow > maxContextWindow:
-		return nil, badRequest("options.context_window %d: want 1 to %d tokens", o.ContextWindow, maxContextWindow)
-	case o.ContextWindow > 0:
-		cfg.ContextWindow = o.ContextWindow
+	// Counts are in range once decoded (tokencount.Tokens).
+	if o.ContextWindow > 0 {
+		cfg.ContextWindow = int(o.ContextWindow)
 	}
-	switch {
-	case o.KeepRecentTokens < 0:
-		return nil, badRequest("options.keep_recent_tokens %d: want a positive count", o.KeepRecentTokens)
-	case o.KeepRecentTokens > 0:
-		cfg.KeepRecentTokens = o.KeepRecentTokens
+	if o.KeepRecentTokens > 0 {
+		cfg.KeepRecentTokens = int(o.KeepRecentTokens)
 	}
 	if t := o.Thresholds; t != nil {
 		for _, f := range []struct {
@@ -365,7 +360,9 @@ func (s *Server) engine(ctx context.Context, o EngineOptions, model host.ModelCl
 	if o.Strategy != "" {
 		if _, err := s.opts.Registry.Strategy(ctx, o.Strategy); err != nil {
 			if errors.Is(err, plugin.ErrNotFound) {
-				return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: no plugin provides it (GET /v1/plugins lists them)", o.Strategy)
+				names := StrategyNames(ctx, s.opts.Registry)
+				return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: no plugin provides it; the strategies are %s%s",
+					o.Strategy, strings.Join(names, ", "), suggest.Hint(o.Strategy, names))
 			}
 			return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: %v", o.Strategy, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/internal/sessionio"
+	"github.com/compact-host/compact-host/internal/suggest"
 )
 
 // readable and writable are the formats the API reads and writes.
@@ -24,10 +25,11 @@ var (
 // checkFormats rejects unknown input and output formats before any work.
 func checkFormats(in, out string) *apiError {
 	if in != "" && !slices.Contains(readable, in) {
-		return errorf(http.StatusBadRequest, CodeUnknownFormat, "format %q: want one of %s, or empty to detect it", in, strings.Join(readable, ", "))
+		return errorf(http.StatusBadRequest, CodeUnknownFormat, "format %q: want one of %s, or omit it to detect the format%s",
+			in, strings.Join(readable, ", "), suggest.Hint(in, readable))
 	}
 	if out != "" && !slices.Contains(writable, out) {
-		return errorf(http.StatusBadRequest, CodeUnknownFormat, "output_format %q: want canonical, anthropic or openai", out)
+		return unknownName(CodeUnknownFormat, "output_format", out, writable)
 	}
 	return nil
 }
@@ -87,6 +89,7 @@ func readSession(e *host.Engine, raw json.RawMessage, format string) (*input, *a
 		var (
 			pe  *formats.ParseError
 			inv *sessionio.InvalidError
+			me  *formats.MismatchError
 		)
 		switch {
 		case errors.As(err, &pe):
@@ -98,8 +101,17 @@ func readSession(e *host.Engine, raw json.RawMessage, format string) (*input, *a
 			return nil, ae
 		case errors.As(err, &inv):
 			return nil, errorf(http.StatusBadRequest, CodeInvalidSession, "%v", err)
+		case errors.As(err, &me):
+			// The formats package words this for the CLI (--format).
+			if me.Looks != "" {
+				return nil, errorf(http.StatusBadRequest, CodeUnknownFormat, "session: the input is not %s but looks like %s; set \"format\": %q, or omit \"format\" to detect it",
+					me.Format, me.Looks, me.Looks)
+			}
+			return nil, errorf(http.StatusBadRequest, CodeUnknownFormat, "session: the input is not %s (%s) nor any other supported format; the formats are %s",
+				me.Format, me.Reason, strings.Join(readable, ", "))
 		case errors.Is(err, formats.ErrUnknownFormat):
-			return nil, errorf(http.StatusBadRequest, CodeUnknownFormat, "%v; name it in \"format\"", err)
+			msg, _, _ := strings.Cut(err.Error(), " (name one with --format")
+			return nil, errorf(http.StatusBadRequest, CodeUnknownFormat, "%s; if it is one of them, name it in \"format\"", msg)
 		default:
 			msg := strings.TrimPrefix(err.Error(), "host: load session: ")
 			ae := &apiError{Status: http.StatusBadRequest, Code: CodeBadSession, Message: msg}

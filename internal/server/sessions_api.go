@@ -40,7 +40,7 @@ type SessionUpdate struct {
 	// Appended counts the messages an append added.
 	Appended int `json:"appended,omitempty"`
 	// Action is what the gate did: none, compacted, emergency, pruned
-	// or "nothing to fold".
+	// or nothing_to_fold.
 	Action string `json:"action"`
 	// Tokens is the current context's estimate.
 	Tokens      int       `json:"tokens"`

@@ -204,7 +204,7 @@ type Options struct {
 const (
 	ActionPlan          = "plan"
 	ActionNone          = "none"
-	ActionNothingToFold = "nothing to fold"
+	ActionNothingToFold = "nothing_to_fold"
 	ActionCompacted     = "compacted"
 )
 

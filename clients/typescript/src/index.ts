@@ -198,7 +198,7 @@ export interface ModelStats {
 }
 
 export interface CompactReport extends ModelStats {
-  action: "compacted" | "emergency" | "pruned" | "none" | "nothing to fold" | "plan";
+  action: "compacted" | "emergency" | "pruned" | "none" | "nothing_to_fold" | "plan";
   format: string;
   output_format?: string;
   messages: number;
@@ -291,7 +291,7 @@ export interface SessionUpdate {
   revision: number;
   created?: boolean;
   appended?: number;
-  action: "none" | "compacted" | "emergency" | "pruned" | "nothing to fold";
+  action: "none" | "compacted" | "emergency" | "pruned" | "nothing_to_fold";
   tokens: number;
   compactions: number;
   updated_at: string;

@@ -6,12 +6,14 @@ package procrt
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +60,9 @@ type process struct {
 	// writes to os.Stdout and os.Stderr once it serves.
 	stderr           *slogWriter
 	syncOut, syncErr *pluginapi.LineWriter
+	// tail keeps the end of the raw stderr, for the error of a plugin
+	// that fails before its handshake.
+	tail *stderrTail
 }
 
 // Start starts the process, completes the handshake and asks for Info.
@@ -134,6 +139,70 @@ var pluginVersionRE = regexp.MustCompile(`Plugin version: (\d+)`)
 // typed error for it.
 const goPluginStartTimeout = "timeout while waiting for plugin to start"
 
+// goPluginBadHandshake starts go-plugin's error when the plugin's first
+// line on stdout is not a handshake, or there is none.
+const goPluginBadHandshake = "Unrecognized remote plugin message: "
+
+// maxStderrTail bounds the end of a plugin's stderr kept for its error.
+const maxStderrTail = 2 << 10
+
+// stderrTail keeps the last maxStderrTail bytes a plugin wrote to stderr.
+type stderrTail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *stderrTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - maxStderrTail; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// text is "; its stderr ended with:" and the tail's lines, indented, as
+// the plugin wrote them but for what could forge a line or drive a
+// terminal (pluginapi.Escape, line by line); "" when it wrote nothing.
+func (t *stderrTail) text() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.buf))
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(t.buf) >= maxStderrTail && len(lines) > 1 {
+		lines[0] = "…" // a partial line
+	}
+	for i, l := range lines {
+		lines[i] = pluginapi.Escape(strings.TrimRight(l, "\r"))
+	}
+	return "; its stderr ended with:\n    " + strings.Join(lines, "\n    ")
+}
+
+// attach returns err with the tail after its text, one line per line.
+// pluginapi.Error escapes its whole text, newlines included, so the tail
+// goes beside it rather than inside.
+func (t *stderrTail) attach(err error) error {
+	var pe *pluginapi.Error
+	tail := t.text()
+	if tail == "" || !errors.As(err, &pe) {
+		return err
+	}
+	return &startError{err: pe, tail: tail}
+}
+
+// startError is a start failure with the plugin's stderr tail.
+type startError struct {
+	err  *pluginapi.Error
+	tail string
+}
+
+func (e *startError) Error() string { return e.err.Error() + e.tail }
+func (e *startError) Unwrap() error { return e.err }
+
 func (p *Plugin) start() (*process, error) {
 	protectHost(p.cfg.Logger)
 	cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
@@ -158,7 +227,9 @@ func (p *Plugin) start() (*process, error) {
 	if len(p.cfg.Checksum) > 0 {
 		secure = &plugin.SecureConfig{Checksum: p.cfg.Checksum, Hash: sha256.New()}
 	}
+	tail := &stderrTail{}
 	client := plugin.NewClient(&plugin.ClientConfig{
+		Stderr:           tail,
 		HandshakeConfig:  grpcwire.Handshake,
 		Plugins:          plugin.PluginSet{grpcwire.PluginName: &grpcwire.GRPCPlugin{}},
 		Cmd:              cmd,
@@ -171,7 +242,7 @@ func (p *Plugin) start() (*process, error) {
 		SyncStdout:       syncOut,
 		SyncStderr:       syncErr,
 	})
-	proc := &process{client: client, stderr: stderr, syncOut: syncOut, syncErr: syncErr}
+	proc := &process{client: client, stderr: stderr, syncOut: syncOut, syncErr: syncErr, tail: tail}
 	rpc, err := client.Client()
 	if cmd.Process != nil {
 		// With Setpgid the group's ID is the plugin's PID.
@@ -186,9 +257,20 @@ func (p *Plugin) start() (*process, error) {
 		if err.Error() == goPluginStartTimeout {
 			// The handshake ran out of time: a deadline, whatever the
 			// plugin's fault, so errors.Is finds both kinds.
-			return nil, p.errorf(pluginapi.ErrHandshake, "start", "%w: no handshake within %v: %w", pluginapi.ErrDeadlineExceeded, p.cfg.HandshakeTimeout, err)
+			return nil, tail.attach(p.errorf(pluginapi.ErrHandshake, "start", "%w: no handshake within %v: %w", pluginapi.ErrDeadlineExceeded, p.cfg.HandshakeTimeout, err))
 		}
-		return nil, p.errorf(pluginapi.ErrHandshake, "start", "%w", err)
+		if line, ok := strings.CutPrefix(err.Error(), goPluginBadHandshake); ok {
+			// go-plugin's text goes on with advice about architectures
+			// and versions; what the plugin said on stderr (a
+			// ModuleNotFoundError, a missing library) is the cause.
+			line, _, _ = strings.Cut(line, "\n")
+			what := "the process ended without printing its handshake line on stdout"
+			if line = strings.TrimSpace(line); line != "" {
+				what = fmt.Sprintf("the process's first line on stdout, %q, is not a go-plugin handshake (is it a compact-host plugin built with the SDK?)", line)
+			}
+			return nil, tail.attach(p.errorf(pluginapi.ErrHandshake, "start", "%s", what))
+		}
+		return nil, tail.attach(p.errorf(pluginapi.ErrHandshake, "start", "%w", err))
 	}
 	raw, err := rpc.Dispense(grpcwire.PluginName)
 	if err != nil {

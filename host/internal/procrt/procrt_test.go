@@ -362,3 +362,44 @@ func TestCloseLogsNoError(t *testing.T) {
 		assert.Contains(t, logs.String(), want+` msg="plugin process exited"`, "killing %v", killing)
 	}
 }
+
+// A plugin whose interpreter lacks a module dies before its handshake.
+// The error shows what it wrote on stderr, line by line, where it used to
+// hold go-plugin's advice about architectures and the cause only in the
+// debug log.
+func TestStartErrorShowsTheStderrTail(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "plugin.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\n"+
+		"echo 'Traceback (most recent call last):' >&2\n"+
+		"echo '  File \"plugin.py\", line 1, in <module>' >&2\n"+
+		"echo \"ModuleNotFoundError: No module named 'compact_host_sdk'\" >&2\n"+
+		"exit 1\n"), 0o755))
+	_, err := Start(context.Background(), Config{Command: script, HandshakeTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	require.ErrorIs(t, err, pluginapi.ErrHandshake)
+	msg := err.Error()
+	assert.Contains(t, msg, "the process ended without printing its handshake line on stdout; its stderr ended with:\n"+
+		"    Traceback (most recent call last):\n"+
+		"      File \"plugin.py\", line 1, in <module>\n"+
+		"    ModuleNotFoundError: No module named 'compact_host_sdk'")
+	assert.NotContains(t, msg, `\n`, "no escaped newlines")
+	assert.NotContains(t, msg, "This usually means")
+
+	// A plugin that prints something else first is named by that line.
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho hello\nexit 1\n"), 0o755))
+	_, err = Start(context.Background(), Config{Command: script, HandshakeTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	require.ErrorIs(t, err, pluginapi.ErrHandshake)
+	assert.Contains(t, err.Error(), `the process's first line on stdout, "hello", is not a go-plugin handshake`)
+}
+
+// The tail is bounded, and cut at a line.
+func TestStderrTailIsBounded(t *testing.T) {
+	var tail stderrTail
+	for i := range 1000 {
+		fmt.Fprintf(&tail, "line %d\n", i)
+	}
+	text := tail.text()
+	assert.Less(t, len(text), 2*maxStderrTail, "the tail, indented")
+	assert.Contains(t, text, "\n    line 999")
+	assert.Contains(t, text, "ended with:\n    …\n    line ")
+}

@@ -3,6 +3,8 @@ package wasmrt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/compact-host/compact-host/abi"
 )
 
 // wazero's decoder sizes its slices from the counts a module declares
@@ -274,6 +276,11 @@ func (c *checker) imports(r *wasmReader) {
 			// the host would report as a trap of each call.
 			c.err = fmt.Errorf("imports %s %s.%s; the host provides functions only", importKinds[kind], module, name)
 		}
+		if kind == 0x00 && string(module) == "env" && r.err == nil && c.err == nil {
+			// Toolchains import from env what they left undefined; the
+			// host's own modules never are env, so name the fix.
+			c.err = envImportError(string(name))
+		}
 		switch kind {
 		case 0x00:
 			r.u32()
@@ -294,6 +301,16 @@ func (c *checker) imports(r *wasmReader) {
 			r.fail("import kind %#x", kind)
 		}
 	}
+}
+
+// envImportError is the error of a function imported from "env".
+func envImportError(name string) error {
+	if name == "abort" {
+		return fmt.Errorf("imports env.abort, which the host does not provide: AssemblyScript's default abort; " +
+			"build with --use abort=~lib/compact-host-sdk/index/pluginAbort (the SDK's abort, which reports through the host's log)")
+	}
+	return fmt.Errorf("imports env.%s, which the host does not provide: a function the toolchain left undefined; "+
+		"define or link it, since a plugin may import only the host module %s and WASI", name, abi.HostModule)
 }
 
 var importKinds = map[byte]string{0x01: "the table", 0x02: "the memory", 0x03: "the global", 0x04: "the tag"}
