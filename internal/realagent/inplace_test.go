@@ -64,13 +64,15 @@ func TestResumeAfterCompactInPlace(t *testing.T) {
 }
 
 // compactInPlace runs `compact-host compact --in-place` on path with no
-// provider, so the strategy runs offline.
+// provider, so the strategy runs offline. The live context of these files
+// fits the default window, so a 48k window (less Claude Code's measured
+// 19k of system prompt and tools) makes each fold.
 func compactInPlace(t *testing.T, path string) {
 	t.Helper()
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
 	env := map[string]string{"XDG_CONFIG_HOME": dir, "COMPACT_HOST_PLUGINS_DIR": filepath.Join(dir, "plugins")}
-	code := cli.Run(context.Background(), []string{"compact", "--provider", "none", "--in-place", "--json", path},
+	code := cli.Run(context.Background(), []string{"compact", "--provider", "none", "--in-place", "--context-window", "48k", "--agent-overhead", "19k", "--json", path},
 		cli.IO{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(k string) string { return env[k] }})
 	require.Equal(t, 0, code, "compact-host compact --in-place %s: %s", path, errOut.String())
 	var r map[string]any
