@@ -72,7 +72,34 @@ const (
 	actionCompacted = "compacted"
 	actionFallback  = "fallback"
 	actionUnparsed  = "unparsed"
+	// actionChained is a Responses request on previous_response_id.
+	actionChained = "previous_response_id"
 )
+
+// conversationKey is the request's member that holds the conversation.
+func (x *exchange) conversationKey() string {
+	if x.kind == kindResponses {
+		return "input"
+	}
+	return "messages"
+}
+
+// systemKey is the request's member that holds the system prompt.
+func (x *exchange) systemKey() string {
+	if x.kind == kindResponses {
+		return "instructions"
+	}
+	return "system"
+}
+
+// providerKind is the provider whose API the request speaks, for the
+// summary calls and the catalog: a Responses request's is OpenAI's.
+func (x *exchange) providerKind() string {
+	if x.kind == kindResponses {
+		return KindOpenAI
+	}
+	return x.kind
+}
 
 // prepare decides what to send: the body unchanged, with a stored
 // compaction spliced in, or with a new one. Whatever fails, out is a body
@@ -86,7 +113,7 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 		x.offline = true
 		x.p.m.breakerSkipped.Inc()
 	}
-	raw, err := scanRequest(body)
+	raw, err := scanConversation(body, x.conversationKey())
 	if err != nil {
 		x.action = actionUnparsed
 		x.log.Info("request not parsed; forwarded untouched", "reason", err.Error())
@@ -95,6 +122,15 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 	x.raw = raw
 	if m := raw.field("model"); len(m) > 0 {
 		json.Unmarshal(m, &x.model)
+	}
+	if x.kind == kindResponses {
+		if id := bytes.TrimSpace(raw.field("previous_response_id")); len(id) > 0 && string(id) != "null" {
+			// The provider holds the history before this request: there
+			// is nothing here to fold, and cutting "input" would lose turns.
+			x.action = actionChained
+			x.log.Debug("chained on previous_response_id; the provider holds the history, forwarded untouched")
+			return
+		}
 	}
 	x.conv = x.conversationID()
 	x.log = x.log.With("conversation", x.conv[:16], "model", x.model)
@@ -157,7 +193,7 @@ func (x *exchange) conversationID() string {
 	writePart([]byte(x.cred.tenant))
 	writePart([]byte(x.kind))
 	writePart([]byte(modelFamily(x.model)))
-	writePart(x.raw.field("system"))
+	writePart(x.raw.field(x.systemKey()))
 	for i := range x.raw.msgs {
 		m := x.raw.msg(i)
 		writePart(m)
@@ -338,8 +374,11 @@ func (x *exchange) underBound() bool {
 // summary instead of summarizing the summary.
 func (x *exchange) build() error {
 	format := formats.Anthropic
-	if x.kind == KindOpenAI {
+	switch x.kind {
+	case KindOpenAI:
 		format = formats.OpenAI
+	case kindResponses:
+		format = formats.Responses
 	}
 	read, err := formats.Read(bytes.NewReader(x.raw.body), format)
 	if err != nil {
@@ -438,7 +477,7 @@ func (x *exchange) engine() (*host.Engine, error) {
 		cm := x.compactionModel()
 		if x.guard == nil {
 			cl, err := provider.New(provider.Config{
-				Kind: x.kind, BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
+				Kind: x.providerKind(), BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
 				Timeout: x.p.o.ProviderTimeout, MaxRetries: x.p.o.ProviderMaxRetries,
 				HTTPClient: &http.Client{Transport: &credentialTransport{base: x.p.o.Transport, header: x.header}},
 			})
@@ -474,10 +513,10 @@ func (x *exchange) compactionModel() string {
 		return x.p.o.CompactionModel
 	}
 	m, ok := catalog.Lookup(x.model)
-	if !ok || m.Provider != x.kind {
+	if !ok || m.Provider != x.providerKind() {
 		return x.model
 	}
-	if c, ok := catalog.Lookup(cheaper[x.kind]); ok && c.InputPrice < m.InputPrice {
+	if c, ok := catalog.Lookup(cheaper[x.providerKind()]); ok && c.InputPrice < m.InputPrice {
 		return c.ID
 	}
 	return x.model
@@ -488,9 +527,12 @@ func (x *exchange) compactionModel() string {
 // path (/v1 for OpenAI, whose SDK expects it in the base URL).
 func (x *exchange) providerBase() string {
 	path := strings.TrimSuffix(x.path, "/")
-	if x.kind == KindAnthropic {
+	switch x.kind {
+	case KindAnthropic:
 		path = strings.TrimSuffix(path, anthropicSuffix)
-	} else {
+	case kindResponses:
+		path = strings.TrimSuffix(path, responsesSuffix)
+	default:
 		path = strings.TrimSuffix(path, openAISuffix)
 	}
 	u := *x.p.o.Upstream
@@ -703,7 +745,10 @@ func (x *exchange) summaryMessage(m abi.Message) []byte {
 		text.WriteString(b.Text)
 	}
 	var v any
-	if x.kind == KindAnthropic {
+	switch x.kind {
+	case kindResponses:
+		v = formats.ResponsesItems(abi.Message{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: text.String()}}})[0]
+	case KindAnthropic:
 		type block struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
@@ -712,7 +757,7 @@ func (x *exchange) summaryMessage(m abi.Message) []byte {
 			Role    string  `json:"role"`
 			Content []block `json:"content"`
 		}{"user", []block{{"text", text.String()}}}
-	} else {
+	default:
 		v = struct {
 			Role    string `json:"role"`
 			Content string `json:"content"`

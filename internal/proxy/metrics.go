@@ -29,7 +29,7 @@ func newMetrics() *metrics {
 	const ns = "compact_host_proxy"
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
-		Help: "Requests by API kind and what the proxy did: passthrough (not a messages request), forwarded (unchanged), spliced (a stored compaction reused), compacted (a new compaction), fallback (compaction failed, forwarded without it), unparsed (forwarded untouched), oversized (over the body limit, forwarded untouched), busy (too many bodies being read, forwarded untouched), body_timeout (the body did not arrive in time), refused (a path with dot segments)."},
+		Help: "Requests by API kind and what the proxy did: passthrough (not a messages request), forwarded (unchanged), spliced (a stored compaction reused), compacted (a new compaction), fallback (compaction failed, forwarded without it), unparsed (forwarded untouched), oversized (over the body limit, forwarded untouched), busy (too many bodies being read, forwarded untouched), body_timeout (the body did not arrive in time), refused (a path with dot segments), previous_response_id (a Responses request chained on a stored response, whose history the provider holds: forwarded untouched), websocket_refused (a Responses WebSocket answered 426 so the agent uses HTTP), websocket (a Responses WebSocket forwarded uncompacted)."},
 		[]string{"kind", "action"})
 	m.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compactions_total",
 		Help: "New compactions by strategy and trigger (gate or overflow)."}, []string{"strategy", "trigger"})
