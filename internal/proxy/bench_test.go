@@ -111,7 +111,7 @@ func bigResponses(tb testing.TB, tokens int) []byte {
 	}
 	items = append(items, map[string]any{"type": "message", "role": "user", "content": []map[string]any{{"type": "input_text", "text": "and now?"}}})
 	body, err := json.Marshal(map[string]any{"model": "gpt-5-codex", "max_output_tokens": 8000, "instructions": "You are Codex, a coding agent.",
-		"tools": []map[string]any{{"type": "function", "name": "shell", "parameters": map[string]any{"type": "object"}}},
+		"tools":  []map[string]any{{"type": "function", "name": "shell", "parameters": map[string]any{"type": "object"}}},
 		"stream": true, "store": false, "include": []string{"reasoning.encrypted_content"}, "input": items})
 	require.NoError(tb, err)
 	return body

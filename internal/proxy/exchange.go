@@ -56,6 +56,10 @@ type exchange struct {
 	// tenant's breaker open).
 	guard   *guardedModel
 	offline bool
+	// agentSummary is the sign by which the request is the agent's own
+	// summary request ("" when it is not): it goes upstream whole, and is
+	// folded only when it would not fit, never by the emergency path.
+	agentSummary string
 }
 
 // newExchange starts a messages request of kind on its way: its log
@@ -74,6 +78,8 @@ const (
 	actionUnparsed  = "unparsed"
 	// actionChained is a Responses request on previous_response_id.
 	actionChained = "previous_response_id"
+	// actionAgentSummary is the agent's own summary request.
+	actionAgentSummary = "agent_summary"
 )
 
 // conversationKey is the request's member that holds the conversation.
@@ -134,6 +140,10 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 	}
 	x.conv = x.conversationID()
 	x.log = x.log.With("conversation", x.conv[:16], "model", x.model)
+	if sign := x.agentSummarySign(); sign != "" {
+		x.prepareAgentSummary(ctx, sign)
+		return
+	}
 	if rec := x.latest(ctx); rec != nil {
 		x.apply(rec)
 	}
@@ -155,6 +165,44 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 	if err := x.compact(ctx, nil); err != nil {
 		x.fallback(stage("compaction", err), err)
 	}
+}
+
+// prepareAgentSummary decides what to send for the agent's own summary
+// request: the request whole when it fits the window; when it does not,
+// the stored compaction spliced in, or a new one made by the strategies.
+func (x *exchange) prepareAgentSummary(ctx context.Context, sign string) {
+	x.agentSummary, x.action = sign, actionAgentSummary
+	x.log = x.log.With("agent_summary", sign)
+	if _, err := x.budget(); err != nil {
+		x.p.warnOnce(x.model, "no window for this model; its requests are forwarded uncompacted", "model", x.model, "err", err)
+		return
+	}
+	if !x.underBound() {
+		if err := x.build(); err != nil {
+			x.fallback("read", err)
+			return
+		}
+		if x.needsFolding() {
+			if err := x.compact(ctx, nil); err != nil {
+				x.fallback(stage("compaction", err), err)
+			}
+			return
+		}
+	}
+	x.log.Info("the agent's own summary request forwarded whole", "messages", len(x.raw.msgs))
+}
+
+// needsFolding reports whether the request must shrink: past the
+// compaction point, or for the agent's own summary request, past the
+// window itself.
+func (x *exchange) needsFolding() bool {
+	if x.agentSummary == "" {
+		return x.overCompactionPoint()
+	}
+	b := x.eng.Budget()
+	used := x.sess.ContextTokens() + x.overhead().ToolSchemaTokens
+	x.log.Debug("agent summary request size", "tokens", used, "budget", b.Input)
+	return used > b.Input
 }
 
 // stage names what failed for the fallbacks metric: waiting for a lock is
@@ -574,7 +622,7 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 		}
 		// An overflowed request did not carry this compaction yet: the
 		// retry sends it before anything is folded further.
-		if over != nil || !x.overCompactionPoint() {
+		if over != nil || !x.needsFolding() {
 			x.log.Info("reused the compaction another request stored", "key", rec.Key[:16])
 			return nil
 		}
@@ -599,6 +647,19 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 	trigger := "gate"
 	if over != nil {
 		trigger = "overflow"
+	}
+	switch {
+	case x.agentSummary != "":
+		// The strategies fold it; dropping messages unsummarized would
+		// leave the agent's summary without them.
+		c, err := x.eng.Compact(ctx, x.sess, host.CompactOptions{})
+		if err != nil {
+			return err
+		}
+		if c.Emergency {
+			return errors.New("only the emergency path could fold the agent's own summary request; it goes on as it is")
+		}
+	case over != nil:
 		retry, err := x.eng.RecoverOverflow(ctx, x.sess, over)
 		if err != nil {
 			return err
@@ -606,7 +667,7 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 		if !retry {
 			return errors.New("the engine found nothing to fold")
 		}
-	} else {
+	default:
 		d, err := x.eng.EnsureFits(ctx, x.sess, x.overhead())
 		if err != nil {
 			return err
