@@ -39,7 +39,7 @@ const ResponsesInstructionsID = Responses + "-instructions"
 // with no canonical content (an encrypted reasoning item, an unknown item
 // type) joins the message that follows it, so a reasoning item is never
 // parted from the item it precedes. A compaction item (the provider's
-// encrypted summary) becomes a user message marked Summary.
+// encrypted summary) becomes a user message marked Summary and Pinned.
 func readResponses(r *bufio.Reader, s *Session) error {
 	var doc struct {
 		Instructions json.RawMessage `json:"instructions"`
@@ -190,7 +190,10 @@ func (b *codexBuilder) responsesItem(it *responsesItem, id string) error {
 			text = "[compaction: " + strconv.Itoa(len(*it.EncryptedContent)) + " bytes encrypted]"
 		}
 		b.add(abi.RoleUser, id, abi.Block{Type: abi.BlockText, Text: text})
+		// Pinned: only the provider can read it, so no summary of ours can
+		// stand for it, and dropping it loses what it holds.
 		b.msgs[len(b.msgs)-1].Summary = true
+		b.msgs[len(b.msgs)-1].Pinned = true
 	default:
 		// Hosted tool calls (web search, file search...), item
 		// references and types to come: kept as sent, counted here.

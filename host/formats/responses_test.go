@@ -53,7 +53,7 @@ func TestResponsesRequestItems(t *testing.T) {
 	assert.True(t, s.Messages[0].Pinned && s.Messages[1].Pinned, "instructions and the leading developer message are pinned")
 	assert.Equal(t, "call_2", s.Messages[6].Content[0].ToolUseID)
 	assert.JSONEq(t, `{"input":"*** Begin Patch\n*** End Patch"}`, string(s.Messages[5].Content[1].Input))
-	assert.True(t, s.Messages[9].Summary, "the compaction item is the provider's summary")
+	assert.True(t, s.Messages[9].Summary && s.Messages[9].Pinned, "the compaction item is the provider's summary, kept whole")
 	assert.Equal(t, "thanks; now run the linter", s.Messages[8].Content[0].Text)
 
 	// As read, the request writes back byte for byte.

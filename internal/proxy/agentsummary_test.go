@@ -183,3 +183,46 @@ func mustURL(t testing.TB, s string) *url.URL {
 	require.NoError(t, err)
 	return u
 }
+
+// TestEmergencyKeepsTheSessionSummary: a session compacted in place
+// starts from a summary message; sent through the proxy past its window,
+// the emergency path drops the oldest messages but keeps that summary.
+func TestEmergencyKeepsTheSessionSummary(t *testing.T) {
+	const facts = "Goal: migrate the billing service to Postgres; billing/db.go holds the new schema."
+	r := newRig(t, func(o *Options) { o.Config = summaryWindow; o.Offline = true })
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(anthropicBody(t, 40, false), &req))
+	msgs := req["messages"].([]any)
+	msgs[0] = map[string]any{"role": "user", "content": []map[string]any{{"type": "text",
+		"text": "This session is being continued from a previous conversation that ran out of context. The conversation is summarized below:\n" + facts}}}
+	body, err := json.Marshal(req)
+	require.NoError(t, err)
+	post(t, r.srv.URL+"/v1/messages", body, nil)
+	got := r.up.agentRequests()
+	require.Len(t, got, 1)
+	repl := checkFaithful(t, body, got[0].Body)
+	require.NotNil(t, repl)
+	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, `compact_host_proxy_compactions_total{strategy="emergency"`))
+	first, _ := userText(repl[0])
+	assert.Contains(t, first, facts)
+}
+
+// TestResponsesCompactionItemIsKept: the provider's own compaction item
+// is never folded: only the provider can read it.
+func TestResponsesCompactionItemIsKept(t *testing.T) {
+	r := newRig(t, nil)
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(codexBody(t, 12, false, nil), &req))
+	items := req["input"].([]any)
+	item := map[string]any{"type": "compaction", "encrypted_content": "gAAAAB-provider-summary"}
+	items = append([]any{items[0], item}, items[1:]...)
+	req["input"] = items
+	body, err := json.Marshal(req)
+	require.NoError(t, err)
+	post(t, r.srv.URL+"/v1/responses", body, nil)
+	got := r.up.agentRequests()
+	require.Len(t, got, 1)
+	require.NotNil(t, checkFaithfulIn(t, "input", body, got[0].Body), "the request was compacted")
+	assert.Contains(t, string(got[0].Body), `{"encrypted_content":"gAAAAB-provider-summary","type":"compaction"}`)
+	checkResponsesInput(t, got[0].Body)
+}

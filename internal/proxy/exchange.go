@@ -777,10 +777,12 @@ func (x *exchange) record(c host.Compaction) (*store.Record, error) {
 		}
 		var elem []byte
 		switch {
+		case ri >= 0:
+			// A pinned message (a provider's own compaction item
+			// among them), kept as it was sent.
+			elem = x.raw.msg(ri)
 		case m.Summary:
 			elem = x.summaryMessage(m)
-		case ri >= 0:
-			elem = x.raw.msg(ri) // a pinned message, kept as it was sent
 		default:
 			continue // the system prompt, which stays where it is
 		}
