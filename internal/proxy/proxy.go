@@ -340,9 +340,28 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Added latency is the proxy's own work, from a whole body to the
 	// upstream: the upload is the agent's, proxy or not.
 	x.began = time.Now()
-	x.prepare(r.Context(), data)
+	plain := data
+	enc := contentEncoding(r.Header)
+	if enc != "" {
+		if plain, err = decodeBody(enc, data, p.o.MaxBodyBytes); err != nil {
+			p.m.requests.WithLabelValues(kind, "undecoded").Inc()
+			x.log.Info("a body the proxy could not decode is forwarded untouched", "content_encoding", enc, "err", err)
+			r.Body = io.NopCloser(bytes.NewReader(data))
+			p.rp.ServeHTTP(w, r)
+			return
+		}
+	}
+	x.prepare(r.Context(), plain)
 	p.m.requests.WithLabelValues(kind, x.action).Inc()
 	out := x.out
+	if enc != "" {
+		if bytes.Equal(out, plain) {
+			out = data // unchanged: the bytes the agent sent
+		} else {
+			// Rewritten: sent plain, which every API takes.
+			r.Header.Del("Content-Encoding")
+		}
+	}
 	r.Body = io.NopCloser(bytes.NewReader(out))
 	r.ContentLength = int64(len(out))
 	r.Header.Del("Content-Length")
