@@ -132,6 +132,7 @@ func TestResponsesConversationIsCompacted(t *testing.T) {
 			require.NotEmpty(t, calls)
 			assert.Equal(t, "/v1/chat/completions", calls[0].Path)
 			assert.Equal(t, "Bearer "+testKey, calls[0].Header.Get("Authorization"))
+			assert.NotContains(t, r.logs.String(), testKey, "a log line holds the key")
 		})
 	}
 }
