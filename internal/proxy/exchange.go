@@ -242,17 +242,40 @@ func (x *exchange) conversationID() string {
 	writePart([]byte(x.kind))
 	writePart([]byte(modelFamily(x.model)))
 	writePart(x.raw.field(x.systemKey()))
+	users := 0
 	for i := range x.raw.msgs {
 		m := x.raw.msg(i)
 		writePart(m)
 		var head struct {
 			Role string `json:"role"`
 		}
-		if json.Unmarshal(m, &head) == nil && head.Role == "user" {
+		if json.Unmarshal(m, &head) != nil || head.Role != "user" {
+			continue
+		}
+		// A harness's user messages (Codex's AGENTS.md and environment
+		// context) open every session in a directory alike; the user's
+		// first request tells them apart. A few at most, so the ID stays
+		// the same from the first request on.
+		if users++; users == maxHarnessMessages || !harnessText(m) {
 			break
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// maxHarnessMessages bounds the user messages a conversation's ID takes
+// in before the user's first request.
+const maxHarnessMessages = 4
+
+// harnessText reports whether the user message raw holds only text an
+// agent's harness writes (abi.RequestText finds no request in it).
+func harnessText(raw []byte) bool {
+	text, ok := userText(raw)
+	if !ok {
+		return false
+	}
+	_, request := abi.RequestText(abi.Message{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: text}}})
+	return !request
 }
 
 // modelFamily drops a date suffix: claude-sonnet-4-5-20250929 and
