@@ -573,6 +573,12 @@ func (e *Engine) emergency(s *Session, before, overhead, minFree int) (Compactio
 		s.mu.Unlock()
 		return Compaction{}, fmt.Errorf("%w: the emergency path has no message to drop that is not pinned or kept", ErrNothingToFold)
 	}
+	if text := s.latestSummaryText(p.start, p.cut); text != "" {
+		// A summary among the dropped messages (the agent's, or ours
+		// written into its file) is newer than any compaction before
+		// them: it stands for everything before it.
+		p.previous = text
+	}
 	p.folded = p.cut - p.start - s.pinnedIn(p.start, p.cut)
 	p.files = s.fileOpsBefore(p.cut)
 	p.latestRequest = s.foldedRequest(p.cut)
@@ -598,6 +604,35 @@ func (e *Engine) emergency(s *Session, before, overhead, minFree int) (Compactio
 	e.events.emit(&CompactionEvent{Session: s.id, CompactionID: c.ID, Strategy: StrategyEmergency, Emergency: true, Offline: true,
 		TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter, MessagesFolded: c.MessagesFolded, Turn: p.turnNo, Duration: time.Since(began)})
 	return c, nil
+}
+
+// compactedHeadPrefix opens the summary message a compaction puts in the
+// context (summaryMessage), as it reads once written into an agent's file.
+const compactedHeadPrefix = "[Context compacted"
+
+// latestSummaryText is the text of the newest summary message in
+// msgs[start:cut]: one marked Summary, an agent's continuation summary
+// (abi.IsSummaryText), or a compaction's summary message as written into
+// an agent's file, less its head line. "" when there is none. Callers
+// hold s.mu.
+func (s *Session) latestSummaryText(start, cut int) string {
+	for i := cut - 1; i >= start; i-- {
+		m := &s.msgs[i].msg
+		if m.Role != abi.RoleUser || m.Pinned {
+			continue
+		}
+		text := strings.TrimSpace(m.Text())
+		switch {
+		case strings.HasPrefix(text, compactedHeadPrefix):
+			if _, rest, ok := strings.Cut(text, "]\n\n"); ok {
+				text = rest
+			}
+			return text
+		case m.Summary || abi.IsSummaryText(text):
+			return text
+		}
+	}
+	return ""
 }
 
 // emergencyCut is where the emergency path cuts: the valid cut nearest to

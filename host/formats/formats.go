@@ -39,6 +39,11 @@ const (
 	// (read back as two messages), and an assistant message's thinking,
 	// text and calls come back in that order.
 	OpenAI = "openai"
+	// Responses is an OpenAI Responses API request: {"instructions":...,
+	// "input":[items]}. Read keeps the body as for Anthropic; see
+	// readResponses for how items become messages. Written from messages
+	// alone, it loses what writeResponses names.
+	Responses = "responses"
 	// ClaudeCode is a Claude Code session JSONL file.
 	ClaudeCode = "claude-code"
 	// Codex is an OpenAI Codex CLI rollout JSONL file.
@@ -66,6 +71,8 @@ func describeFormat(f string) string {
 		return "an Anthropic Messages request"
 	case OpenAI:
 		return "an OpenAI Chat Completions request"
+	case Responses:
+		return "an OpenAI Responses request"
 	case ClaudeCode:
 		return "a Claude Code session"
 	case Codex:
@@ -198,7 +205,7 @@ func Read(r io.Reader, format string) (*Session, error) {
 	}
 	read := readers[format]
 	switch format {
-	case Anthropic, OpenAI, MiniSWEAgent, SWEAgent: // read by readDoc
+	case Anthropic, OpenAI, Responses, MiniSWEAgent, SWEAgent: // read by readDoc
 		br = wholeReader(br, r)
 	}
 	s := &Session{Format: format, Skipped: map[string]int{}, Repaired: map[string]int{}}
@@ -296,6 +303,8 @@ func Write(w io.Writer, format string, msgs []abi.Message) error {
 		return writeAnthropic(w, msgs)
 	case OpenAI:
 		return writeOpenAI(w, msgs)
+	case Responses:
+		return writeResponses(w, msgs)
 	}
 	return fmt.Errorf("%w %q for writing", ErrUnknownFormat, format)
 }
@@ -310,6 +319,7 @@ func init() {
 		Canonical:    readCanonical,
 		Anthropic:    readAnthropic,
 		OpenAI:       readOpenAI,
+		Responses:    readResponses,
 		ClaudeCode:   readClaudeCode,
 		Codex:        readCodex,
 		Copilot:      readCopilot,

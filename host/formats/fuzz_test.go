@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/compact-host/compact-host/abi"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -92,7 +94,7 @@ func checkRequest(t *testing.T, data []byte, s *Session) {
 	for i := range s.Messages {
 		m := &s.Messages[i]
 		_, ok := s.Request.unchanged(m)
-		if src := s.Request.sources[m.ID]; m.ID == Anthropic+"-system" && src != nil {
+		if src := s.Request.sources[m.ID]; (m.ID == Anthropic+"-system" || m.ID == ResponsesInstructionsID) && src != nil {
 			ok = sameBlocks(m.Content, src.blocks)
 		}
 		asRead = asRead && ok
@@ -106,10 +108,20 @@ func checkRequest(t *testing.T, data []byte, s *Session) {
 	// alone: is_error and the grouping of a tool result with text in
 	// OpenAI.
 	want := projectAnthropic(s.Messages)
-	if s.Format == OpenAI {
+	switch s.Format {
+	case OpenAI:
 		want = projectOpenAI(s.Messages)
+	case Responses:
+		want = projectResponses(s.Messages)
 	}
 	got := stripIDs(back.Messages)
+	for i := range got {
+		if got[i].Summary && got[i].Role == abi.RoleUser {
+			// A Responses compaction item, summary and pinned; plain
+			// drops both flags.
+			got[i].Summary, got[i].Pinned = false, false
+		}
+	}
 	require.True(t, len(got)+len(want) == 0 || reflect.DeepEqual(got, want),
 		"request written back reads differently:\n%v\n%v", describeAll(got), describeAll(want))
 }
@@ -125,6 +137,10 @@ func FuzzReadAnthropic(f *testing.F) {
 
 func FuzzReadOpenAI(f *testing.F) {
 	fuzzRead(f, OpenAI, fixture(f, "openai.json"))
+}
+
+func FuzzReadResponses(f *testing.F) {
+	fuzzRead(f, Responses, fixture(f, "responses.json"))
 }
 
 func FuzzReadClaudeCode(f *testing.F) {

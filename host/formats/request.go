@@ -69,15 +69,19 @@ func parseRequest(format string, doc []byte) (*Request, error) {
 	if r.topMs, err = objectMembers(doc, r.top); err != nil {
 		return nil, &ParseError{Offset: -1, Format: format, Reason: "expected a JSON object", Err: err}
 	}
-	m := find(r.topMs, "messages")
+	key := "messages"
+	if format == Responses {
+		key = "input"
+	}
+	m := find(r.topMs, key)
 	if m == nil {
 		return nil, &ParseError{Offset: -1, Format: format,
-			Reason: `no "messages" array; a request has one (keys found: ` + keysOf(r.topMs) + ")"}
+			Reason: `no "` + key + `" array; a request has one (keys found: ` + keysOf(r.topMs) + ")"}
 	}
 	r.msgs = m.val
 	if r.elems, err = arrayElems(doc, m.val); err != nil {
 		return nil, &ParseError{Offset: int64(m.val.start), Line: lineOf(doc, int64(m.val.start)), Format: format,
-			Reason: `"messages": expected an array, got ` + snippet(doc[m.val.start:m.val.end])}
+			Reason: `"` + key + `": expected an array, got ` + snippet(doc[m.val.start:m.val.end])}
 	}
 	return r, nil
 }
@@ -186,6 +190,8 @@ func (r *Request) Write(w io.Writer, msgs []abi.Message) error {
 		out, err = r.writeAnthropic(msgs)
 	case OpenAI:
 		out, err = r.writeOpenAI(msgs)
+	case Responses:
+		out, err = r.writeResponses(msgs)
 	default:
 		err = fmt.Errorf("%w %q for a request", ErrUnknownFormat, r.format)
 	}

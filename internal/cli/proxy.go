@@ -36,6 +36,7 @@ type proxyOptions struct {
 	bodyReadTimeout  time.Duration
 	bodyIdleTimeout  time.Duration
 	maxBodyReads     int
+	forwardWS        bool
 }
 
 func newProxyCmd(g *globals) *cobra.Command {
@@ -50,10 +51,17 @@ replaced by a summary in the request's own format, and every later request
 of that conversation gets the same summary bytes, so the provider's prompt
 cache stays warm and no summary is paid twice.
 
-Messages requests are POST .../v1/messages (Anthropic) and
-POST .../chat/completions (OpenAI-compatible); the API is detected from the
-path unless --kind says. Everything else (count_tokens, models, files...)
-passes through untouched. Answers stream back as they arrive.
+Messages requests are POST .../v1/messages (Anthropic),
+POST .../chat/completions (OpenAI-compatible) and POST .../v1/responses
+(OpenAI Responses, Codex's API; its "input" items are compacted, its
+"instructions" kept); the API is detected from the path unless --kind says
+(openai covers both OpenAI APIs). Everything else (count_tokens, models,
+files, /v1/responses/compact...) passes through untouched. Answers stream
+back as they arrive. A Responses request chained on previous_response_id
+holds only its newest items, the provider the rest: it passes through.
+A Responses WebSocket (GET /v1/responses, which Codex tries first) is
+answered 426 Upgrade Required, and Codex then sends its turns over HTTP,
+where they are compacted; --forward-websockets forwards it uncompacted.
 
 The window comes from the request's model in the catalog, or
 --context-window; the reply reserve from the request's max_tokens.
@@ -92,9 +100,12 @@ anything shaped like a key, upstream errors quoted back included.`,
   compact-host proxy --upstream https://api.anthropic.com &
   ANTHROPIC_BASE_URL=http://127.0.0.1:8378 claude
 
-  # Codex, opencode or any OpenAI client:
+  # Codex: openai_base_url = "http://127.0.0.1:8379/v1" in ~/.codex/config.toml
   compact-host proxy --listen 127.0.0.1:8379 --upstream https://api.openai.com &
-  OPENAI_BASE_URL=http://127.0.0.1:8379/v1 codex
+  codex
+
+  # opencode or any OpenAI SDK client:
+  OPENAI_BASE_URL=http://127.0.0.1:8379/v1 opencode
 
   # A local Ollama model the catalog does not know: say its window.
   compact-host proxy --upstream http://localhost:11434 --context-window 32768
@@ -111,7 +122,7 @@ anything shaped like a key, upstream errors quoted back included.`,
 	fl.MarkHidden("base-url")
 	fl.StringVar(&o.listen, "listen", defaultProxyAddr, "address to listen on (host:port; port 0 picks a free one)")
 	fl.StringVar(&o.upstream, "upstream", "", "the provider's base URL, e.g. https://api.anthropic.com, https://api.openai.com, http://localhost:11434 (required)")
-	fl.StringVar(&o.kind, "kind", "auto", "API of the messages requests: auto (from the path), anthropic or openai")
+	fl.StringVar(&o.kind, "kind", "auto", "API of the messages requests: auto (from the path), anthropic, or openai (Chat Completions and Responses)")
 	fl.StringVar(&o.store, "store", "", "where compactions are kept, shared by every proxy that names the same one: "+storeopen.Usage+"; default $COMPACT_HOST_STORE, the config's store, or disk")
 	fl.BoolVar(&o.offline, "offline", false, "summarize without calling a model")
 	fl.Int64Var(&o.maxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest body read to compact; a larger one is forwarded untouched")
@@ -122,6 +133,7 @@ anything shaped like a key, upstream errors quoted back included.`,
 	fl.DurationVar(&o.bodyReadTimeout, "body-read-timeout", proxy.DefaultBodyReadTimeout, "a body to compact must arrive within this")
 	fl.DurationVar(&o.bodyIdleTimeout, "body-idle-timeout", proxy.DefaultBodyIdleTimeout, "longest pause in a request body")
 	fl.IntVar(&o.maxBodyReads, "max-body-reads", proxy.DefaultMaxBodyReads, "bodies read into memory at once; beyond it a request is forwarded untouched")
+	fl.BoolVar(&o.forwardWS, "forward-websockets", false, "forward Responses API WebSockets uncompacted instead of answering 426, which makes Codex use HTTP")
 	return cmd
 }
 
@@ -189,7 +201,7 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		Offline:         o.offline, MaxBodyBytes: o.maxBodyBytes, LockWait: o.lockWait,
 		TenantKeyer: keyer, ShareCompactions: o.shareCompactions, MetricsToken: metricsToken,
 		BodyReadTimeout: o.bodyReadTimeout, BodyIdleTimeout: o.bodyIdleTimeout, MaxBodyReads: o.maxBodyReads,
-		ProviderTimeout: timeout, ProviderMaxRetries: retries,
+		ProviderTimeout: timeout, ProviderMaxRetries: retries, ForwardWebSockets: o.forwardWS,
 	})
 	if err != nil {
 		return withCode(ExitUsage, err)

@@ -146,6 +146,18 @@ func TestProxyCommand(t *testing.T) {
 	resp.Body.Close()
 	assert.Contains(t, string(metrics), `compact_host_proxy_requests_total{action="forwarded",kind="anthropic"} 1`)
 
+	// Codex's Responses WebSocket is answered 426 (no --forward-websockets),
+	// so that Codex sends its turns over HTTP.
+	req, _ = http.NewRequest(http.MethodGet, addr+"/v1/responses", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUpgradeRequired, resp.StatusCode)
+
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 	select {
 	case c := <-code:

@@ -94,15 +94,53 @@ func BenchmarkAddedLatency(b *testing.B) {
 	})
 }
 
+// bigResponses is a Codex-shaped Responses request of about tokens
+// tokens (chars/4): user turns, encrypted reasoning, shell calls with
+// their outputs and answers, in 4,000-character items.
+func bigResponses(tb testing.TB, tokens int) []byte {
+	filler := strings.Repeat("the parser drops the last token when the input ends in a comment; ", 70)[:4000]
+	items := []map[string]any{{"type": "message", "role": "developer", "content": []map[string]any{{"type": "input_text", "text": "workspace-write"}}}}
+	for i := 0; len(items)*1000 < tokens; i++ {
+		call := fmt.Sprintf("call_%04d", i)
+		items = append(items,
+			map[string]any{"type": "message", "role": "user", "content": []map[string]any{{"type": "input_text", "text": fmt.Sprintf("turn %d: %s", i, filler)}}},
+			map[string]any{"type": "reasoning", "id": fmt.Sprintf("rs_%04d", i), "summary": []any{}, "encrypted_content": filler},
+			map[string]any{"type": "function_call", "name": "shell", "call_id": call, "arguments": `{"command":["cat","p.go"]}`},
+			map[string]any{"type": "function_call_output", "call_id": call, "output": filler},
+			map[string]any{"type": "message", "role": "assistant", "content": []map[string]any{{"type": "output_text", "text": filler}}})
+	}
+	items = append(items, map[string]any{"type": "message", "role": "user", "content": []map[string]any{{"type": "input_text", "text": "and now?"}}})
+	body, err := json.Marshal(map[string]any{"model": "gpt-5-codex", "max_output_tokens": 8000, "instructions": "You are Codex, a coding agent.",
+		"tools":  []map[string]any{{"type": "function", "name": "shell", "parameters": map[string]any{"type": "object"}}},
+		"stream": true, "store": false, "include": []string{"reasoning.encrypted_content"}, "input": items})
+	require.NoError(tb, err)
+	return body
+}
+
+// BenchmarkAddedLatencyResponses is BenchmarkAddedLatency for a
+// Codex-shaped Responses request.
+func BenchmarkAddedLatencyResponses(b *testing.B) {
+	body := bigResponses(b, 200_000)
+	p, _ := benchProxy(b)
+	b.Run("200k-no-compaction", func(b *testing.B) {
+		measurePrepareAs(b, p, kindResponses, "/v1/responses", body, actionForwarded)
+	})
+}
+
 // measurePrepare times the proxy's work on body before forwarding it, and
 // fails unless every request ends in want.
 func measurePrepare(b *testing.B, p *Proxy, body []byte, want string) {
+	measurePrepareAs(b, p, KindAnthropic, "/v1/messages", body, want)
+}
+
+// measurePrepareAs is measurePrepare for a request of kind on path.
+func measurePrepareAs(b *testing.B, p *Proxy, kind, path string, body []byte, want string) {
 	samples := make([]time.Duration, 0, b.N)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
 		began := time.Now()
-		x := p.newExchange(KindAnthropic, "/v1/messages", http.Header{}, credentials{tenant: tenant.Anonymous})
+		x := p.newExchange(kind, path, http.Header{}, credentials{tenant: tenant.Anonymous})
 		x.prepare(context.Background(), body)
 		samples = append(samples, time.Since(began))
 		if x.action != want {

@@ -56,6 +56,10 @@ type exchange struct {
 	// tenant's breaker open).
 	guard   *guardedModel
 	offline bool
+	// agentSummary is the sign by which the request is the agent's own
+	// summary request ("" when it is not): it goes upstream whole, and is
+	// folded only when it would not fit, never by the emergency path.
+	agentSummary string
 }
 
 // newExchange starts a messages request of kind on its way: its log
@@ -72,7 +76,36 @@ const (
 	actionCompacted = "compacted"
 	actionFallback  = "fallback"
 	actionUnparsed  = "unparsed"
+	// actionChained is a Responses request on previous_response_id.
+	actionChained = "previous_response_id"
+	// actionAgentSummary is the agent's own summary request.
+	actionAgentSummary = "agent_summary"
 )
+
+// conversationKey is the request's member that holds the conversation.
+func (x *exchange) conversationKey() string {
+	if x.kind == kindResponses {
+		return "input"
+	}
+	return "messages"
+}
+
+// systemKey is the request's member that holds the system prompt.
+func (x *exchange) systemKey() string {
+	if x.kind == kindResponses {
+		return "instructions"
+	}
+	return "system"
+}
+
+// providerKind is the provider whose API the request speaks, for the
+// summary calls and the catalog: a Responses request's is OpenAI's.
+func (x *exchange) providerKind() string {
+	if x.kind == kindResponses {
+		return KindOpenAI
+	}
+	return x.kind
+}
 
 // prepare decides what to send: the body unchanged, with a stored
 // compaction spliced in, or with a new one. Whatever fails, out is a body
@@ -86,7 +119,7 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 		x.offline = true
 		x.p.m.breakerSkipped.Inc()
 	}
-	raw, err := scanRequest(body)
+	raw, err := scanConversation(body, x.conversationKey())
 	if err != nil {
 		x.action = actionUnparsed
 		x.log.Info("request not parsed; forwarded untouched", "reason", err.Error())
@@ -96,8 +129,21 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 	if m := raw.field("model"); len(m) > 0 {
 		json.Unmarshal(m, &x.model)
 	}
+	if x.kind == kindResponses {
+		if id := bytes.TrimSpace(raw.field("previous_response_id")); len(id) > 0 && string(id) != "null" {
+			// The provider holds the history before this request: there
+			// is nothing here to fold, and cutting "input" would lose turns.
+			x.action = actionChained
+			x.log.Debug("chained on previous_response_id; the provider holds the history, forwarded untouched")
+			return
+		}
+	}
 	x.conv = x.conversationID()
 	x.log = x.log.With("conversation", x.conv[:16], "model", x.model)
+	if sign := x.agentSummarySign(); sign != "" {
+		x.prepareAgentSummary(ctx, sign)
+		return
+	}
 	if rec := x.latest(ctx); rec != nil {
 		x.apply(rec)
 	}
@@ -119,6 +165,44 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 	if err := x.compact(ctx, nil); err != nil {
 		x.fallback(stage("compaction", err), err)
 	}
+}
+
+// prepareAgentSummary decides what to send for the agent's own summary
+// request: the request whole when it fits the window; when it does not,
+// the stored compaction spliced in, or a new one made by the strategies.
+func (x *exchange) prepareAgentSummary(ctx context.Context, sign string) {
+	x.agentSummary, x.action = sign, actionAgentSummary
+	x.log = x.log.With("agent_summary", sign)
+	if _, err := x.budget(); err != nil {
+		x.p.warnOnce(x.model, "no window for this model; its requests are forwarded uncompacted", "model", x.model, "err", err)
+		return
+	}
+	if !x.underBound() {
+		if err := x.build(); err != nil {
+			x.fallback("read", err)
+			return
+		}
+		if x.needsFolding() {
+			if err := x.compact(ctx, nil); err != nil {
+				x.fallback(stage("compaction", err), err)
+			}
+			return
+		}
+	}
+	x.log.Info("the agent's own summary request forwarded whole", "messages", len(x.raw.msgs))
+}
+
+// needsFolding reports whether the request must shrink: past the
+// compaction point, or for the agent's own summary request, past the
+// window itself.
+func (x *exchange) needsFolding() bool {
+	if x.agentSummary == "" {
+		return x.overCompactionPoint()
+	}
+	b := x.eng.Budget()
+	used := x.sess.ContextTokens() + x.overhead().ToolSchemaTokens
+	x.log.Debug("agent summary request size", "tokens", used, "budget", b.Input)
+	return used > b.Input
 }
 
 // stage names what failed for the fallbacks metric: waiting for a lock is
@@ -157,18 +241,41 @@ func (x *exchange) conversationID() string {
 	writePart([]byte(x.cred.tenant))
 	writePart([]byte(x.kind))
 	writePart([]byte(modelFamily(x.model)))
-	writePart(x.raw.field("system"))
+	writePart(x.raw.field(x.systemKey()))
+	users := 0
 	for i := range x.raw.msgs {
 		m := x.raw.msg(i)
 		writePart(m)
 		var head struct {
 			Role string `json:"role"`
 		}
-		if json.Unmarshal(m, &head) == nil && head.Role == "user" {
+		if json.Unmarshal(m, &head) != nil || head.Role != "user" {
+			continue
+		}
+		// A harness's user messages (Codex's AGENTS.md and environment
+		// context) open every session in a directory alike; the user's
+		// first request tells them apart. A few at most, so the ID stays
+		// the same from the first request on.
+		if users++; users == maxHarnessMessages || !harnessText(m) {
 			break
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// maxHarnessMessages bounds the user messages a conversation's ID takes
+// in before the user's first request.
+const maxHarnessMessages = 4
+
+// harnessText reports whether the user message raw holds only text an
+// agent's harness writes (abi.RequestText finds no request in it).
+func harnessText(raw []byte) bool {
+	text, ok := userText(raw)
+	if !ok {
+		return false
+	}
+	_, request := abi.RequestText(abi.Message{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: text}}})
+	return !request
 }
 
 // modelFamily drops a date suffix: claude-sonnet-4-5-20250929 and
@@ -338,8 +445,11 @@ func (x *exchange) underBound() bool {
 // summary instead of summarizing the summary.
 func (x *exchange) build() error {
 	format := formats.Anthropic
-	if x.kind == KindOpenAI {
+	switch x.kind {
+	case KindOpenAI:
 		format = formats.OpenAI
+	case kindResponses:
+		format = formats.Responses
 	}
 	read, err := formats.Read(bytes.NewReader(x.raw.body), format)
 	if err != nil {
@@ -438,7 +548,7 @@ func (x *exchange) engine() (*host.Engine, error) {
 		cm := x.compactionModel()
 		if x.guard == nil {
 			cl, err := provider.New(provider.Config{
-				Kind: x.kind, BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
+				Kind: x.providerKind(), BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
 				Timeout: x.p.o.ProviderTimeout, MaxRetries: x.p.o.ProviderMaxRetries,
 				HTTPClient: &http.Client{Transport: &credentialTransport{base: x.p.o.Transport, header: x.header}},
 			})
@@ -474,10 +584,10 @@ func (x *exchange) compactionModel() string {
 		return x.p.o.CompactionModel
 	}
 	m, ok := catalog.Lookup(x.model)
-	if !ok || m.Provider != x.kind {
+	if !ok || m.Provider != x.providerKind() {
 		return x.model
 	}
-	if c, ok := catalog.Lookup(cheaper[x.kind]); ok && c.InputPrice < m.InputPrice {
+	if c, ok := catalog.Lookup(cheaper[x.providerKind()]); ok && c.InputPrice < m.InputPrice {
 		return c.ID
 	}
 	return x.model
@@ -488,9 +598,12 @@ func (x *exchange) compactionModel() string {
 // path (/v1 for OpenAI, whose SDK expects it in the base URL).
 func (x *exchange) providerBase() string {
 	path := strings.TrimSuffix(x.path, "/")
-	if x.kind == KindAnthropic {
+	switch x.kind {
+	case KindAnthropic:
 		path = strings.TrimSuffix(path, anthropicSuffix)
-	} else {
+	case kindResponses:
+		path = strings.TrimSuffix(path, responsesSuffix)
+	default:
 		path = strings.TrimSuffix(path, openAISuffix)
 	}
 	u := *x.p.o.Upstream
@@ -532,7 +645,7 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 		}
 		// An overflowed request did not carry this compaction yet: the
 		// retry sends it before anything is folded further.
-		if over != nil || !x.overCompactionPoint() {
+		if over != nil || !x.needsFolding() {
 			x.log.Info("reused the compaction another request stored", "key", rec.Key[:16])
 			return nil
 		}
@@ -557,6 +670,19 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 	trigger := "gate"
 	if over != nil {
 		trigger = "overflow"
+	}
+	switch {
+	case x.agentSummary != "":
+		// The strategies fold it; dropping messages unsummarized would
+		// leave the agent's summary without them.
+		c, err := x.eng.Compact(ctx, x.sess, host.CompactOptions{})
+		if err != nil {
+			return err
+		}
+		if c.Emergency {
+			return errors.New("only the emergency path could fold the agent's own summary request; it goes on as it is")
+		}
+	case over != nil:
 		retry, err := x.eng.RecoverOverflow(ctx, x.sess, over)
 		if err != nil {
 			return err
@@ -564,7 +690,7 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 		if !retry {
 			return errors.New("the engine found nothing to fold")
 		}
-	} else {
+	default:
 		d, err := x.eng.EnsureFits(ctx, x.sess, x.overhead())
 		if err != nil {
 			return err
@@ -674,10 +800,12 @@ func (x *exchange) record(c host.Compaction) (*store.Record, error) {
 		}
 		var elem []byte
 		switch {
+		case ri >= 0:
+			// A pinned message (a provider's own compaction item
+			// among them), kept as it was sent.
+			elem = x.raw.msg(ri)
 		case m.Summary:
 			elem = x.summaryMessage(m)
-		case ri >= 0:
-			elem = x.raw.msg(ri) // a pinned message, kept as it was sent
 		default:
 			continue // the system prompt, which stays where it is
 		}
@@ -703,7 +831,10 @@ func (x *exchange) summaryMessage(m abi.Message) []byte {
 		text.WriteString(b.Text)
 	}
 	var v any
-	if x.kind == KindAnthropic {
+	switch x.kind {
+	case kindResponses:
+		v = formats.ResponsesItems(abi.Message{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: text.String()}}})[0]
+	case KindAnthropic:
 		type block struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
@@ -712,7 +843,7 @@ func (x *exchange) summaryMessage(m abi.Message) []byte {
 			Role    string  `json:"role"`
 			Content []block `json:"content"`
 		}{"user", []block{{"text", text.String()}}}
-	} else {
+	default:
 		v = struct {
 			Role    string `json:"role"`
 			Content string `json:"content"`

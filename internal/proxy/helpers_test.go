@@ -135,7 +135,8 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		Stream   bool              `json:"stream"`
 		Messages []json.RawMessage `json:"messages"`
 	}
-	isMessages := strings.HasSuffix(r.URL.Path, "/v1/messages") || strings.HasSuffix(r.URL.Path, "/chat/completions")
+	responses := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/v1/responses")
+	isMessages := strings.HasSuffix(r.URL.Path, "/v1/messages") || strings.HasSuffix(r.URL.Path, "/chat/completions") || responses
 	if !isMessages || json.Unmarshal(body, &req) != nil {
 		u.mu.Lock()
 		u.other = append(u.other, rec)
@@ -167,6 +168,12 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	switch {
+	case overflow && responses:
+		writeJSON(w, http.StatusBadRequest, `{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`)
+	case responses && req.Stream:
+		streamResponses(w, req.Model, fmt.Sprintf("reply %d", turn), len(body)/4, hold, held)
+	case responses:
+		writeJSON(w, http.StatusOK, responsesObject(req.Model, fmt.Sprintf("reply %d", turn), len(body)/4))
 	case overflow && anthropic:
 		writeJSON(w, http.StatusBadRequest, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`)
 	case overflow:
@@ -269,6 +276,34 @@ func streamOpenAI(w http.ResponseWriter, model, text string, in int, hold chan s
 	io.WriteString(w, "data: [DONE]\n\n")
 }
 
+// responsesObject is a completed Responses API response holding text.
+func responsesObject(model, text string, in int) string {
+	return fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1700000000,"status":"completed","error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"model":%s,"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":%s,"annotations":[]}]}],"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{"effort":null,"summary":null},"store":false,"temperature":1.0,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"top_p":1.0,"truncation":"disabled","usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d},"metadata":{}}`,
+		quote(model), quote(text), in, in+5)
+}
+
+// streamResponses streams a Responses API answer as its SSE events.
+func streamResponses(w http.ResponseWriter, model, text string, in int, hold chan struct{}, held chan bool) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	seq := 0
+	ev := func(name, data string) {
+		fmt.Fprintf(w, "event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}\n\n", name, name, seq, data)
+		seq++
+	}
+	created := strings.Replace(responsesObject(model, "", in), `"status":"completed"`, `"status":"in_progress"`, 1)
+	ev("response.created", `"response":`+created)
+	holdAfterFirst(w, hold, held)
+	ev("response.output_item.added", `"output_index":0,"item":{"type":"message","id":"msg_1","status":"in_progress","role":"assistant","content":[]}`)
+	ev("response.content_part.added", `"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}`)
+	half := len(text) / 2
+	ev("response.output_text.delta", `"item_id":"msg_1","output_index":0,"content_index":0,"delta":`+quote(text[:half]))
+	ev("response.output_text.delta", `"item_id":"msg_1","output_index":0,"content_index":0,"delta":`+quote(text[half:]))
+	ev("response.output_text.done", `"item_id":"msg_1","output_index":0,"content_index":0,"text":`+quote(text))
+	ev("response.content_part.done", `"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":`+quote(text)+`,"annotations":[]}`)
+	ev("response.output_item.done", `"output_index":0,"item":{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":`+quote(text)+`,"annotations":[]}]}`)
+	ev("response.completed", `"response":`+responsesObject(model, text, in))
+}
+
 // front records what clients send to the proxy, before the proxy sees it.
 type front struct {
 	mu   sync.Mutex
@@ -356,8 +391,14 @@ func topLevel(t testing.TB, body []byte) map[string]json.RawMessage {
 // rawMessages splits a request's messages into their raw elements.
 func rawMessages(t testing.TB, body []byte) []json.RawMessage {
 	t.Helper()
+	return rawArray(t, "messages", body)
+}
+
+// rawArray splits the array under key into its raw elements.
+func rawArray(t testing.TB, key string, body []byte) []json.RawMessage {
+	t.Helper()
 	var msgs []json.RawMessage
-	require.NoError(t, json.Unmarshal(topLevel(t, body)["messages"], &msgs))
+	require.NoError(t, json.Unmarshal(topLevel(t, body)[key], &msgs))
 	return msgs
 }
 

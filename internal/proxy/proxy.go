@@ -24,11 +24,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// API kinds.
+// API kinds. KindOpenAI covers both of OpenAI's wire APIs, Chat
+// Completions and Responses.
 const (
 	KindAnthropic = "anthropic"
 	KindOpenAI    = "openai"
 )
+
+// kindResponses is the kind of an OpenAI Responses request, in metrics
+// and logs: its conversation is "input", not "messages".
+const kindResponses = "responses"
 
 // AdminPrefix is where the proxy serves its own endpoints. No provider API
 // has paths under it, so it cannot shadow one.
@@ -62,8 +67,8 @@ type Options struct {
 	// http://localhost:11434 for Ollama. A request's path is appended.
 	Upstream *url.URL
 	// Kind is KindAnthropic or KindOpenAI to treat every request as that
-	// API; "" detects it per request from the path (/v1/messages,
-	// /chat/completions).
+	// provider's; "" detects it per request from the path (/v1/messages,
+	// /chat/completions, /responses).
 	Kind string
 	// Config is what every request's engine starts from. Its Model and
 	// ContextWindow, when set, size the budget instead of the request's
@@ -115,6 +120,10 @@ type Options struct {
 	// timing whether anyone sent a given prefix. Only for deployments
 	// whose clients trust each other.
 	ShareCompactions bool
+	// ForwardWebSockets forwards a Responses API WebSocket (GET
+	// /v1/responses with an upgrade) uncompacted; by default it is
+	// answered 426 Upgrade Required, and the agent falls back to HTTP.
+	ForwardWebSockets bool
 	// MetricsToken, when set, is the bearer token the admin endpoints
 	// (metrics) ask for; healthz stays open.
 	MetricsToken string
@@ -271,6 +280,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.writeError(w, kind, http.StatusBadRequest, "invalid_request_error", "compact-host proxy: "+err.Error(), nil)
 		return
 	}
+	if isResponsesWebSocket(r) && !p.o.ForwardWebSockets {
+		p.refuseWebSocket(w, r)
+		return
+	}
 	var body *deadlineBody
 	if r.Body != nil && r.Body != http.NoBody {
 		body = newDeadlineBody(w, r.Body, p.o.BodyIdleTimeout)
@@ -279,7 +292,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	kind := p.messagesKind(r)
 	if kind == "" {
-		p.m.requests.WithLabelValues(p.errorKind(r), "passthrough").Inc()
+		p.m.requests.WithLabelValues(p.errorKind(r), p.passthroughAction(r)).Inc()
 		p.rp.ServeHTTP(w, r)
 		return
 	}
@@ -327,9 +340,28 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Added latency is the proxy's own work, from a whole body to the
 	// upstream: the upload is the agent's, proxy or not.
 	x.began = time.Now()
-	x.prepare(r.Context(), data)
+	plain := data
+	enc := contentEncoding(r.Header)
+	if enc != "" {
+		if plain, err = decodeBody(enc, data, p.o.MaxBodyBytes); err != nil {
+			p.m.requests.WithLabelValues(kind, "undecoded").Inc()
+			x.log.Info("a body the proxy could not decode is forwarded untouched", "content_encoding", enc, "err", err)
+			r.Body = io.NopCloser(bytes.NewReader(data))
+			p.rp.ServeHTTP(w, r)
+			return
+		}
+	}
+	x.prepare(r.Context(), plain)
 	p.m.requests.WithLabelValues(kind, x.action).Inc()
 	out := x.out
+	if enc != "" {
+		if bytes.Equal(out, plain) {
+			out = data // unchanged: the bytes the agent sent
+		} else {
+			// Rewritten: sent plain, which every API takes.
+			r.Header.Del("Content-Encoding")
+		}
+	}
 	r.Body = io.NopCloser(bytes.NewReader(out))
 	r.ContentLength = int64(len(out))
 	r.Header.Del("Content-Length")
@@ -370,6 +402,8 @@ func (p *Proxy) messagesKind(r *http.Request) string {
 		return KindAnthropic
 	case strings.HasSuffix(path, openAISuffix) && p.o.Kind != KindAnthropic:
 		return KindOpenAI
+	case strings.HasSuffix(path, responsesSuffix) && p.o.Kind != KindAnthropic:
+		return kindResponses
 	}
 	return ""
 }
@@ -378,7 +412,40 @@ func (p *Proxy) messagesKind(r *http.Request) string {
 const (
 	anthropicSuffix = "/v1/messages"
 	openAISuffix    = "/chat/completions"
+	// responsesSuffix is the Responses API's; /responses/compact, the
+	// provider's own compaction, passes through.
+	responsesSuffix = "/responses"
 )
+
+// isResponsesWebSocket reports whether r opens a Responses API
+// WebSocket (GET /v1/responses with an upgrade), the transport Codex
+// prefers.
+func isResponsesWebSocket(r *http.Request) bool {
+	return r.Method == http.MethodGet && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), responsesSuffix) &&
+		strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// refuseWebSocket answers a Responses WebSocket with 426 Upgrade
+// Required: the proxy gates requests over HTTP, and Codex answers a 426
+// by sending its turns over HTTP for the rest of the session.
+func (p *Proxy) refuseWebSocket(w http.ResponseWriter, r *http.Request) {
+	p.m.requests.WithLabelValues(kindResponses, "websocket_refused").Inc()
+	p.warnOnce("responses websocket", "Responses API WebSockets are answered 426 so that the agent sends its requests over HTTP, where they are compacted; --forward-websockets forwards them uncompacted instead",
+		"path", r.URL.Path)
+	p.writeError(w, KindOpenAI, http.StatusUpgradeRequired, "invalid_request_error",
+		"compact-host proxy: the Responses API WebSocket is not served here; send the request over HTTP (POST "+r.URL.Path+")", nil)
+}
+
+// passthroughAction names, for the requests metric, what a request that
+// is not gated is: a Responses WebSocket carries a conversation
+// uncompacted, and a user must hear of it.
+func (p *Proxy) passthroughAction(r *http.Request) string {
+	if isResponsesWebSocket(r) {
+		p.warnOnce("responses websocket forwarded", "a Responses API WebSocket is forwarded uncompacted (--forward-websockets)", "path", r.URL.Path)
+		return "websocket"
+	}
+	return "passthrough"
+}
 
 func (p *Proxy) admin(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, AdminPrefix)

@@ -26,9 +26,14 @@ type rawRequest struct {
 
 var errNotObject = errors.New("the body is not a JSON object")
 
-// scanRequest splits body. It checks structure (brackets, strings), not
-// every literal: a body the upstream will refuse is forwarded as it is.
-func scanRequest(body []byte) (*rawRequest, error) {
+// scanRequest splits a request whose conversation is "messages".
+func scanRequest(body []byte) (*rawRequest, error) { return scanConversation(body, "messages") }
+
+// scanConversation splits body, whose conversation is the array under
+// key ("messages", or a Responses request's "input"). It checks
+// structure (brackets, strings), not every literal: a body the upstream
+// will refuse is forwarded as it is.
+func scanConversation(body []byte, key string) (*rawRequest, error) {
 	r := &rawRequest{body: body, fields: make(map[string]span, 16)}
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
@@ -82,12 +87,12 @@ func scanRequest(body []byte) (*rawRequest, error) {
 		}
 		i = skipSpace(body, i+1)
 	}
-	arr, ok := r.fields["messages"]
+	arr, ok := r.fields[key]
 	if !ok {
-		return nil, errors.New(`no "messages"`)
+		return nil, fmt.Errorf("no %q", key)
 	}
 	if body[arr.start] != '[' {
-		return nil, errors.New(`"messages" is not an array`)
+		return nil, fmt.Errorf("%q is not an array", key)
 	}
 	r.array = arr
 	i = skipSpace(body, arr.start+1)
@@ -97,10 +102,10 @@ func scanRequest(body []byte) (*rawRequest, error) {
 	for {
 		end, err := scanValue(body, i)
 		if err != nil {
-			return nil, fmt.Errorf("messages[%d]: %w", len(r.msgs), err)
+			return nil, fmt.Errorf("%s[%d]: %w", key, len(r.msgs), err)
 		}
 		if body[i] != '{' {
-			return nil, fmt.Errorf("messages[%d] is not an object", len(r.msgs))
+			return nil, fmt.Errorf("%s[%d] is not an object", key, len(r.msgs))
 		}
 		r.msgs = append(r.msgs, span{i, end})
 		i = skipSpace(body, end)
@@ -108,7 +113,7 @@ func scanRequest(body []byte) (*rawRequest, error) {
 			return r, nil
 		}
 		if body[i] != ',' {
-			return nil, fmt.Errorf("offset %d: expected ',' or ']' in messages", i)
+			return nil, fmt.Errorf("offset %d: expected ',' or ']' in %s", i, key)
 		}
 		i = skipSpace(body, i+1)
 	}

@@ -116,4 +116,12 @@ func TestConversationID(t *testing.T) {
 	assert.NotEqual(t, first, id(`{"model":"claude-sonnet-4-5","system":"t","messages":[{"role":"user","content":"task"}]}`))
 	assert.NotEqual(t, first, id(`{"model":"claude-sonnet-4-5","system":"s","messages":[{"role":"user","content":"other"}]}`))
 	assert.NotEqual(t, first, id(`{"model":"claude-haiku-4-5","system":"s","messages":[{"role":"user","content":"task"}]}`))
+
+	// Two sessions that open with the same harness messages differ by the
+	// user's first request, and each keeps its ID as it grows.
+	harness := `{"role":"user","content":"# AGENTS.md instructions for /src\n\nrun go test"},{"role":"user","content":"<environment_context>\n<cwd>/src</cwd>\n</environment_context>"}`
+	a := id(`{"model":"claude-sonnet-4-5","system":"s","messages":[` + harness + `,{"role":"user","content":"fix the parser"}]}`)
+	b := id(`{"model":"claude-sonnet-4-5","system":"s","messages":[` + harness + `,{"role":"user","content":"write the docs"}]}`)
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, a, id(`{"model":"claude-sonnet-4-5","system":"s","messages":[`+harness+`,{"role":"user","content":"fix the parser"},{"role":"assistant","content":"ok"},{"role":"user","content":"more"}]}`))
 }

@@ -33,18 +33,25 @@ func turnText(i int) string {
 // replaced. It returns the replacement (nil when nothing was replaced).
 func checkFaithful(t *testing.T, sent, got []byte) []json.RawMessage {
 	t.Helper()
+	return checkFaithfulIn(t, "messages", sent, got)
+}
+
+// checkFaithfulIn is checkFaithful for a request whose conversation is
+// under key.
+func checkFaithfulIn(t *testing.T, key string, sent, got []byte) []json.RawMessage {
+	t.Helper()
 	if bytes.Equal(sent, got) {
 		return nil
 	}
 	s, g := topLevel(t, sent), topLevel(t, got)
 	require.Equal(t, len(s), len(g), "top-level fields")
 	for k, v := range s {
-		if k == "messages" {
+		if k == key {
 			continue
 		}
 		assert.Equal(t, string(v), string(g[k]), "field %s changed", k)
 	}
-	sm, gm := rawMessages(t, sent), rawMessages(t, got)
+	sm, gm := rawArray(t, key, sent), rawArray(t, key, got)
 	require.Less(t, len(gm), len(sm)+1)
 	// The kept messages are the client's last ones, byte for byte.
 	var kept int

@@ -56,6 +56,7 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	t.p.m.overflows.WithLabelValues("retried").Inc()
 	resp.Body.Close()
 	again := req.Clone(req.Context())
+	again.Header.Del("Content-Encoding") // the retry is the plain rewritten body
 	again.Body = io.NopCloser(bytes.NewReader(retry))
 	again.ContentLength = int64(len(retry))
 	again.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(retry)), nil }
