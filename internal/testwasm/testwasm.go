@@ -17,7 +17,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,34 +52,38 @@ var (
 )
 
 // Dir returns the shared cache directory, made on first use, for
-// plugin.Options.CacheDir, wasmrt.Config.CacheDir or the CLI's
-// COMPACT_HOST_CACHE_DIR.
-func Dir(tb testing.TB) string {
-	tb.Helper()
+// wasmrt.Config.CacheDir; ShareCompiled makes one for plugin.Options or
+// the CLI's cache_dir.
+func Dir() (string, error) {
 	dirOnce.Do(func() { dir, dirErr = makeDir() })
-	if dirErr != nil {
-		tb.Fatalf("testwasm: %v (set %s to a writable directory)", dirErr, DirEnv)
-	}
-	return dir
+	return dir, dirErr
 }
 
 // Cache returns one process-wide compilation cache over Dir, for tests
 // that make wazero runtimes themselves. It is never closed: it lives as
 // long as the test process.
-func Cache(tb testing.TB) wazero.CompilationCache {
-	tb.Helper()
-	d := Dir(tb)
-	cacheOnce.Do(func() { cache, cacheErr = wazero.NewCompilationCacheWithDir(d) })
-	if cacheErr != nil {
-		tb.Fatalf("testwasm: compilation cache %s: %v (set %s to a writable directory)", d, cacheErr, DirEnv)
+func Cache() (wazero.CompilationCache, error) {
+	d, err := Dir()
+	if err != nil {
+		return nil, err
 	}
-	return cache
+	cacheOnce.Do(func() {
+		cache, cacheErr = wazero.NewCompilationCacheWithDir(d)
+		if cacheErr != nil {
+			cacheErr = fmt.Errorf("testwasm: compilation cache %s: %w (set %s to a writable directory)", d, cacheErr, DirEnv)
+		}
+	})
+	return cache, cacheErr
 }
 
 // NewRuntime returns a wazero runtime over Cache, closed when the test ends.
 func NewRuntime(tb testing.TB) wazero.Runtime {
 	tb.Helper()
-	rt := wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfig().WithCompilationCache(Cache(tb)))
+	c, err := Cache()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rt := wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfig().WithCompilationCache(c))
 	tb.Cleanup(func() { rt.Close(context.Background()) })
 	return rt
 }
@@ -91,7 +98,7 @@ func makeDir() (string, error) {
 		d = filepath.Join(base, "compact-host-test", "wazero")
 	}
 	if err := os.MkdirAll(d, 0o700); err != nil {
-		return "", fmt.Errorf("wazero compilation cache for tests: %w", err)
+		return "", fmt.Errorf("testwasm: %w (set %s to a writable directory)", err, DirEnv)
 	}
 	prune(d, time.Now())
 	return d, nil
@@ -137,6 +144,53 @@ func prune(root string, now time.Time) {
 	}
 }
 
+// ShareCompiled makes the compiled modules that an Engine with its cache
+// in dir keeps those of Dir, and returns dir: wazero's subdirectory of dir
+// becomes a link to Dir's. Everything else a host keeps in its cache
+// directory (what process plugins said about themselves, keyed by their
+// manifest and executable but not by the files those read) stays in dir,
+// the test's own.
+func ShareCompiled(dir string) (string, error) {
+	shared, err := Dir()
+	if err != nil {
+		return "", err
+	}
+	shared = filepath.Join(shared, versionDir())
+	if err := os.MkdirAll(shared, 0o700); err != nil {
+		return "", fmt.Errorf("testwasm: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("testwasm: %w", err)
+	}
+	if err := os.Symlink(shared, filepath.Join(dir, versionDir())); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("testwasm: %w", err)
+	}
+	return dir, nil
+}
+
+// versionDir is the subdirectory wazero.NewCompilationCacheWithDir keeps
+// its entries in: wazero-<the wazero module's version>-<arch>-<os>, the
+// version read from the build as wazero reads it. Were wazero to name it
+// otherwise, it would make a directory of its own beside the link, and
+// the modules would compile once per test instead of once per machine.
+func versionDir() string {
+	version := ""
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if strings.Contains(dep.Path, "github.com/tetratelabs/wazero") {
+				version = dep.Version
+			}
+		}
+		if version == "" || version == "(devel)" {
+			version = info.Main.Version
+		}
+	}
+	if version == "" || version == "(devel)" {
+		version = "dev"
+	}
+	return "wazero-" + version + "-" + runtime.GOARCH + "-" + runtime.GOOS
+}
+
 // FuzzCache is Cache for a fuzz test's seed corpus, and a fresh in-memory
 // cache under -test.fuzz, where every random module that compiles would
 // leave an entry on disk that nothing reads again.
@@ -147,5 +201,9 @@ func FuzzCache(tb testing.TB) wazero.CompilationCache {
 		tb.Cleanup(func() { c.Close(context.Background()) })
 		return c
 	}
-	return Cache(tb)
+	c, err := Cache()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }

@@ -68,7 +68,9 @@ func hostileBin(t testing.TB, name string) []byte {
 func newEngine(t testing.TB, cfg Config) *Engine {
 	t.Helper()
 	if cfg.CacheDir == "" {
-		cfg.CacheDir = testwasm.Dir(t)
+		dir, err := testwasm.Dir()
+		require.NoError(t, err)
+		cfg.CacheDir = dir
 	}
 	return engineOf(t, cfg)
 }
