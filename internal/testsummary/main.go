@@ -11,10 +11,12 @@
 //
 //	go run ./internal/testsummary ./... ./abi/... ./sdk/...
 //
-// The exit code is go test's: 0 when everything passed, else 1 or more.
+// The go command is $GO, else go from PATH. The exit code is go test's: 0
+// when everything passed, else 1 or more.
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -28,7 +30,8 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	cmd := exec.Command("go", append([]string{"test", "-json"}, args...)...)
+	goCmd := cmp.Or(os.Getenv("GO"), "go") // the Makefile's $(GO)
+	cmd := exec.Command(goCmd, append([]string{"test", "-json"}, args...)...)
 	cmd.Stderr = stderr
 	events, err := cmd.StdoutPipe()
 	if err != nil {
