@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/compact-host/compact-host/internal/cli"
+	"github.com/compact-host/compact-host/internal/testwasm"
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +37,10 @@ func TestMain(m *testing.M) {
 // the originals changes what another run sees, and a compilation cache
 // shared by all scripts, so the built-in wasm plugins compile once.
 func TestScripts(t *testing.T) {
+	// The CLI keeps compiled modules in cache_dir/wazero.
 	cache := t.TempDir()
+	_, err := testwasm.ShareCompiled(filepath.Join(cache, "wazero"))
+	require.NoError(t, err)
 	examples, err := filepath.Abs("../../examples")
 	require.NoError(t, err)
 	hostile, err := filepath.Abs("../../host/internal/wasmrt/testdata")

@@ -9,6 +9,7 @@ import (
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/compact-host/compact-host/host/plugintest"
+	"github.com/compact-host/compact-host/internal/testwasm"
 )
 
 // The built-ins as the Registry runs them pass the conformance checks.
@@ -16,7 +17,11 @@ func TestRegistryBuiltinsConform(t *testing.T) {
 	if len(builtin.Names()) == 0 {
 		t.Skip("no built-in plugin is embedded yet (make plugins)")
 	}
-	r, err := plugin.NewRegistry(context.Background(), plugin.Options{PluginsDir: t.TempDir(), NoDiskCache: true, NoWatch: true, Wasm: wasm.Runtime, Builtins: wasm.Builtins})
+	cache, err := testwasm.ShareCompiled(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := plugin.NewRegistry(context.Background(), plugin.Options{PluginsDir: t.TempDir(), CacheDir: cache, NoWatch: true, Wasm: wasm.Runtime, Builtins: wasm.Builtins})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/compact-host/compact-host/host/internal/wasmrt"
 	"github.com/compact-host/compact-host/host/plugin/process"
 	"github.com/compact-host/compact-host/host/plugin/wasm"
+	"github.com/compact-host/compact-host/internal/testwasm"
 )
 
 // withRuntimes is o with both runtimes wired in, as the compact-host
@@ -151,7 +152,9 @@ func (l *logBuffer) String() string {
 }
 
 func testOptions(t testing.TB, logs *logBuffer) Options {
-	opts := Options{PluginsDir: t.TempDir(), CacheDir: filepath.Join(buildDir, "cache"), WatchDebounce: 50 * time.Millisecond,
+	cache, err := testwasm.ShareCompiled(filepath.Join(buildDir, "cache"))
+	require.NoError(t, err)
+	opts := Options{PluginsDir: t.TempDir(), CacheDir: cache, WatchDebounce: 50 * time.Millisecond,
 		Wasm: wasm.Runtime, Process: process.Runtime, Builtins: wasm.Builtins}
 	if logs != nil {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

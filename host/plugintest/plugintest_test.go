@@ -16,6 +16,7 @@ import (
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/plugin/process"
 	"github.com/compact-host/compact-host/host/plugin/wasm"
+	"github.com/compact-host/compact-host/internal/testwasm"
 	"github.com/compact-host/compact-host/sdk"
 )
 
@@ -73,8 +74,19 @@ func buildTestplug(t *testing.T, wasm bool) string {
 	return out
 }
 
+// sharedCompiled is a cache directory of the test's own whose compiled
+// modules are the machine's shared test cache (internal/testwasm).
+func sharedCompiled(t *testing.T) string {
+	t.Helper()
+	dir, err := testwasm.ShareCompiled(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func TestWasmAndProcessBuildsConform(t *testing.T) {
-	opts := plugin.Options{Wasm: wasm.Runtime, Process: process.Runtime, NoDiskCache: true}
+	opts := plugin.Options{Wasm: wasm.Runtime, Process: process.Runtime, CacheDir: sharedCompiled(t)}
 	bin, err := os.ReadFile(buildTestplug(t, true))
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +114,7 @@ func TestBuiltinsConform(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			bin, _ := builtin.Wasm(name)
-			p, err := plugin.OpenWasm(context.Background(), bin, "", plugin.Options{Wasm: wasm.Runtime, NoDiskCache: true})
+			p, err := plugin.OpenWasm(context.Background(), bin, "", plugin.Options{Wasm: wasm.Runtime, CacheDir: sharedCompiled(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

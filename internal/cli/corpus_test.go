@@ -44,7 +44,7 @@ func TestCompactEveryCorpusSession(t *testing.T) {
 	if len(files) == 0 {
 		t.Skip("corpus is empty")
 	}
-	cache, home := t.TempDir(), t.TempDir()
+	cache, home := sharedCache(t), t.TempDir()
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out.jsonl")

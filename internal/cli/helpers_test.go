@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/compact-host/compact-host/internal/testwasm"
 )
 
 // cacheDir is one compilation cache for the package's tests, so the
@@ -24,6 +26,9 @@ var (
 func sharedCache(t *testing.T) string {
 	cacheOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "cli-test-cache")
+		require.NoError(t, err)
+		// The CLI keeps compiled modules in cache_dir/wazero.
+		_, err = testwasm.ShareCompiled(filepath.Join(dir, "wazero"))
 		require.NoError(t, err)
 		cacheDir = dir
 	})

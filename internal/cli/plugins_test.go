@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/compact-host/compact-host/internal/testwasm"
 )
 
 // A plugin file named with terminal escapes and newlines is listed with
@@ -18,6 +20,9 @@ func TestPluginsListEscapesNames(t *testing.T) {
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(home, "cache"))
+	// Where the CLI keeps compiled modules without a cache_dir.
+	_, err := testwasm.ShareCompiled(filepath.Join(home, "cache", "compact-host", "wazero"))
+	require.NoError(t, err)
 	dir := t.TempDir()
 	evil := "evil\x1b[2J\x1b[H\nstructured     fake      strategy  (builtin)"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, evil+".plugin.json"), []byte(`{"args": []}`), 0o644))

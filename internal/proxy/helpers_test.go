@@ -21,6 +21,7 @@ import (
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/plugin/process"
 	"github.com/compact-host/compact-host/host/plugin/wasm"
+	"github.com/compact-host/compact-host/internal/testwasm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -38,9 +39,14 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	cache, err := testwasm.ShareCompiled(filepath.Join(dir, "wazero"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	registry, err = plugin.NewRegistry(context.Background(), plugin.Options{
 		Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime,
-		PluginsDir: filepath.Join(dir, "plugins"), CacheDir: filepath.Join(dir, "wazero"), NoWatch: true,
+		PluginsDir: filepath.Join(dir, "plugins"), CacheDir: cache, NoWatch: true,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/plugin/process"
 	"github.com/compact-host/compact-host/host/plugin/wasm"
+	"github.com/compact-host/compact-host/internal/testwasm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,7 +46,10 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	// The CLI puts its cache under <cache_dir>/wazero: the serve command's
 	// test shares this one.
-	cacheDir = filepath.Join(dir, "wazero")
+	if cacheDir, err = testwasm.ShareCompiled(filepath.Join(dir, "wazero")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	registry, err = plugin.NewRegistry(context.Background(), plugin.Options{
 		Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime,
 		PluginsDir: filepath.Join(dir, "plugins"), CacheDir: cacheDir, NoWatch: true,

@@ -3,6 +3,7 @@ package wasmrt
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,7 +22,10 @@ func FuzzLoad(f *testing.F) {
 	e, err := NewEngine(Config{MemoryLimitPages: 16})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, bin []byte) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2e9)
+		// Long enough for a module of the seeds to load on a busy
+		// machine; a module that loops at instantiation (initloop,
+		// startloop, sleepinit) costs this much per input.
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		m, err := e.Load(ctx, "fuzz.wasm", bin)
 		if err != nil {

@@ -218,7 +218,7 @@ func TestDeadlineIsReportedAsTheDeadline(t *testing.T) {
 	})
 
 	t.Run("waiting for another load of the same bytes", func(t *testing.T) {
-		e := newEngine(t, Config{})
+		e := uncachedEngine(t, Config{})
 		bin := testplug(t)
 		first := make(chan error, 1)
 		go func() {
@@ -238,7 +238,7 @@ func TestDeadlineIsReportedAsTheDeadline(t *testing.T) {
 	})
 
 	t.Run("another caller's deadline is not this caller's", func(t *testing.T) {
-		e := newEngine(t, Config{})
+		e := uncachedEngine(t, Config{})
 		bin := testplug(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -289,13 +289,13 @@ func waitForLoads(t *testing.T, e *Engine, bin []byte, n int) {
 func TestLoadStopsCompilingAtItsDeadline(t *testing.T) {
 	bin := testplug(t)
 	start := time.Now()
-	load(t, newEngine(t, Config{}), bin)
+	load(t, uncachedEngine(t, Config{}), bin)
 	full := time.Since(start)
 
 	ctx, cancel := context.WithTimeout(context.Background(), full/20)
 	defer cancel()
 	start = time.Now()
-	_, err := newEngine(t, Config{}).Load(ctx, "testplug.wasm", bin)
+	_, err := uncachedEngine(t, Config{}).Load(ctx, "testplug.wasm", bin)
 	took := time.Since(start)
 	require.ErrorIs(t, err, pluginapi.ErrDeadlineExceeded)
 	assert.NotErrorIs(t, err, pluginapi.ErrInvalidPlugin)

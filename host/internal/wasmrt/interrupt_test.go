@@ -15,6 +15,7 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/builtin"
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
+	"github.com/compact-host/compact-host/internal/testwasm"
 )
 
 // plugins returns every real module the tests have that the host's
@@ -46,8 +47,7 @@ func plugins(t testing.TB) map[string][]byte {
 // Every module the project has is rewritten, and the rewrite compiles
 // and keeps every export.
 func TestInstrumentEveryPlugin(t *testing.T) {
-	rt := wazero.NewRuntime(context.Background())
-	defer rt.Close(context.Background())
+	rt := testwasm.NewRuntime(t)
 	for name, bin := range plugins(t) {
 		out, err := instrument(bin)
 		if !assert.NoError(t, err, name) {
@@ -130,7 +130,8 @@ func FuzzInstrument(f *testing.F) {
 	for _, bin := range plugins(f) {
 		f.Add(bin)
 	}
-	rt := wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfig().WithCompilationCache(wazero.NewCompilationCache()))
+	rt := wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfig().WithCompilationCache(testwasm.FuzzCache(f)))
+	defer rt.Close(context.Background())
 	f.Fuzz(func(t *testing.T, bin []byte) {
 		out, err := instrument(bin)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
+	"github.com/compact-host/compact-host/internal/testwasm"
 )
 
 // The hostile plugins are hand-written WAT; rebuild them with `make
@@ -61,7 +62,27 @@ func hostileBin(t testing.TB, name string) []byte {
 	return b
 }
 
+// newEngine returns an Engine over the machine's shared compilation cache
+// for tests (internal/testwasm) unless cfg names a cache of its own, so
+// testplug and the built-ins compile once per machine.
 func newEngine(t testing.TB, cfg Config) *Engine {
+	t.Helper()
+	if cfg.CacheDir == "" {
+		dir, err := testwasm.Dir()
+		require.NoError(t, err)
+		cfg.CacheDir = dir
+	}
+	return engineOf(t, cfg)
+}
+
+// uncachedEngine returns an Engine whose loads compile, for the tests of
+// what happens while a module compiles.
+func uncachedEngine(t testing.TB, cfg Config) *Engine {
+	t.Helper()
+	return engineOf(t, cfg)
+}
+
+func engineOf(t testing.TB, cfg Config) *Engine {
 	t.Helper()
 	e, err := NewEngine(cfg)
 	require.NoError(t, err)

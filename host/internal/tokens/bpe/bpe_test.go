@@ -168,12 +168,14 @@ func TestSplitAndCountMatchTiktoken(t *testing.T) {
 
 // skipLong skips the comparisons over all of Unicode and the corpus in
 // -short runs and under the race detector: they run on one goroutine,
-// and the detector takes them from seconds to minutes.
+// and the detector takes them from seconds to minutes. Otherwise they
+// run in parallel with each other: they only read the encodings.
 func skipLong(t *testing.T) {
 	t.Helper()
 	if testing.Short() || raceEnabled {
 		t.Skip("long differential test: skipped with -short and -race")
 	}
+	t.Parallel()
 }
 
 // Every character has the classes regexp2 gives it: each class pattern
