@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/internal/cli"
+	"github.com/compact-host/compact-host/internal/proctest"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,8 +29,15 @@ import (
 // ends.
 func serveCLI(t *testing.T, env map[string]string, args ...string) (<-chan string, <-chan int) {
 	t.Helper()
+	return serveCLIWithPlugins(t, t.TempDir(), env, args...)
+}
+
+// serveCLIWithPlugins is serveCLI with pluginsDir as the plugins
+// directory.
+func serveCLIWithPlugins(t *testing.T, pluginsDir string, env map[string]string, args ...string) (<-chan string, <-chan int) {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.toml")
-	toml := fmt.Sprintf("cache_dir = %q\nplugins_dir = %q\n", server.CLICacheDir(), t.TempDir())
+	toml := fmt.Sprintf("cache_dir = %q\nplugins_dir = %q\n", server.CLICacheDir(), pluginsDir)
 	require.NoError(t, os.WriteFile(cfg, []byte(toml), 0o644))
 	pr, pw := io.Pipe()
 	lines := make(chan string, 100)
@@ -59,23 +68,7 @@ func TestServeCommand(t *testing.T) {
 	lines, code := serveCLI(t, map[string]string{"API_TOKEN": "t0ken"},
 		"--addr", "127.0.0.1:0", "--token-env", "API_TOKEN", "--provider", "none",
 		"--context-window", "20000", "--max-output-tokens", "2000", "--tokenizer", "chars")
-	var url string
-	var stderr []string
-	timeout := time.After(2 * time.Minute) // a hang guard
-	for url == "" {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				require.FailNow(t, "serve ended before listening", "exit %d:\n%s", <-code, strings.Join(stderr, "\n"))
-			}
-			stderr = append(stderr, line)
-			if _, rest, found := strings.Cut(line, "serving on "); found {
-				url, _, _ = strings.Cut(rest, " ")
-			}
-		case <-timeout:
-			require.FailNow(t, "serve did not listen", strings.Join(stderr, "\n"))
-		}
-	}
+	url, stderr := waitServing(t, lines, code)
 	require.True(t, strings.HasPrefix(url, "http://127.0.0.1:"), "serve said: %s", strings.Join(stderr, "\n"))
 	require.Contains(t, stderr[len(stderr)-1], "bearer token required")
 
@@ -130,6 +123,102 @@ func TestServeCommand(t *testing.T) {
 	}
 	_, err = http.Get(url + "/healthz")
 	assert.Error(t, err, "still answering after the shutdown")
+}
+
+// waitServing reads serve's stderr until it says where it serves, and
+// returns its URL and the lines so far.
+func waitServing(t *testing.T, lines <-chan string, code <-chan int) (string, []string) {
+	t.Helper()
+	var url string
+	var stderr []string
+	timeout := time.After(2 * time.Minute) // a hang guard
+	for url == "" {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				require.FailNow(t, "serve ended before listening", "exit %d:\n%s", <-code, strings.Join(stderr, "\n"))
+			}
+			stderr = append(stderr, line)
+			if _, rest, found := strings.Cut(line, "serving on "); found {
+				url, _, _ = strings.Cut(rest, " ")
+			}
+		case <-timeout:
+			require.FailNow(t, "serve did not listen", strings.Join(stderr, "\n"))
+		}
+	}
+	return url, stderr
+}
+
+// serveChildEnv, set in its environment, makes the test binary run
+// `compact-host` with its arguments instead of the tests: a server in a
+// process of its own, whose exit shows what it leaves behind.
+const serveChildEnv = "COMPACT_HOST_TEST_RUN_CLI"
+
+func init() {
+	if os.Getenv(serveChildEnv) == "1" {
+		os.Exit(cli.Main(os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Getenv: os.Getenv}))
+	}
+}
+
+// A process plugin dropped into the watched directory that hangs before
+// its handshake is killed when serve stops on SIGTERM: serve used to exit
+// and leave it running.
+func TestServeStopReapsAPluginHangingAtItsHandshake(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("SIGTERM")
+	}
+	bin := filepath.Join(t.TempDir(), "nohandshake")
+	out, err := exec.Command("go", "build", "-o", bin, "../../host/plugin/testdata/nohandshake").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	plugins := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	toml := fmt.Sprintf("cache_dir = %q\nplugins_dir = %q\n", server.CLICacheDir(), plugins)
+	require.NoError(t, os.WriteFile(cfg, []byte(toml), 0o644))
+
+	cmd := exec.Command(os.Args[0], "serve", "--config", cfg, "--addr", "127.0.0.1:0", "--provider", "none")
+	cmd.Env = append(os.Environ(), serveChildEnv+"=1")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	})
+	code := make(chan int)
+	waitServing(t, lines, code)
+
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	m, err := json.Marshal(map[string]any{"command": bin, "args": []string{pidFile}})
+	require.NoError(t, err)
+	tmp := filepath.Join(plugins, ".hang.tmp")
+	require.NoError(t, os.WriteFile(tmp, m, 0o644))
+	require.NoError(t, os.Rename(tmp, filepath.Join(plugins, "hang.plugin.json")))
+	pid := proctest.ReadPID(t, pidFile, time.Minute)
+	t.Cleanup(func() {
+		if t.Failed() {
+			syscall.Kill(pid, syscall.SIGKILL) // left behind: a failed test does not leave it too
+		}
+	})
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		assert.NoError(t, err, "serve's exit after SIGTERM")
+	case <-time.After(time.Minute): // a hang guard
+		require.FailNow(t, "serve did not stop on SIGTERM")
+	}
+	proctest.RequireGone(t, pid, time.Minute)
 }
 
 func TestServeRefusesAMissingToken(t *testing.T) {

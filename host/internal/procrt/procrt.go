@@ -155,6 +155,7 @@ func (p *Plugin) start(ctx context.Context) (*process, error) {
 	// go-plugin reads the whole executable to check its checksum: a
 	// device or a FIFO there would never end the read.
 	if info, err := os.Stat(cmd.Path); err == nil && !info.Mode().IsRegular() {
+		procCancel()
 		return nil, p.errorf(pluginapi.ErrInvalidPlugin, "start", "%s is not a regular file (mode %s)", cmd.Path, info.Mode().Type())
 	}
 	cmd.Dir = p.cfg.Dir
