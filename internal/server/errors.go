@@ -43,6 +43,10 @@ type apiError struct {
 	// known (1-based line; byte offset).
 	Line   int    `json:"line,omitempty"`
 	Offset *int64 `json:"offset,omitempty"`
+	// cause is the failure behind a message kept general (a store's
+	// error names its files): the server's log shows it, the client
+	// never does.
+	cause error
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }

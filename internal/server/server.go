@@ -21,6 +21,7 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/redact"
 )
 
 // Defaults of Options.
@@ -95,6 +96,11 @@ type Server struct {
 	sessionRoutes map[string]route
 	store         store.Store
 	sessions      store.Sessions
+	// secrets are the credentials the server knows, redacted from every
+	// answer and log line; roots the directories of the server that
+	// answers never name (public).
+	secrets []string
+	roots   []string
 }
 
 // route is an endpoint: its method, whether it needs a worker slot, and
@@ -137,6 +143,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	var secrets []string
+	if opts.Token != "" {
+		secrets = append(secrets, opts.Token)
+	}
+	// Engines and plugins log through it too: an upstream body they
+	// quote loses its credentials on the way.
+	opts.Logger = slog.New(redact.Handler(opts.Logger.Handler(), secrets...))
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -147,7 +160,8 @@ func New(opts Options) (*Server, error) {
 	if !ok {
 		return nil, fmt.Errorf("server: Options.Store %T keeps no sessions (store.Sessions)", opts.Store)
 	}
-	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent), store: opts.Store, sessions: sessions}
+	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent), store: opts.Store, sessions: sessions,
+		secrets: secrets, roots: privateRoots(opts.Registry.Dir())}
 	if opts.Token != "" {
 		s.tokenID = sha256.Sum256([]byte(opts.Token))
 	}
@@ -207,16 +221,27 @@ func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
 			}
 			s.log.Error("handler panic", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
 			if w.status == 0 {
-				writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "the server failed: %v", p))
+				writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "the server failed: %s", s.public(fmt.Sprint(p))))
 			}
 		}
 		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", w.status, "bytes_in", r.ContentLength,
 			"bytes_out", w.bytes, "duration_ms", float64(time.Since(began).Microseconds())/1000)
 	}()
 	if aerr := s.dispatch(w, r); aerr != nil {
-		if aerr.Status >= 500 {
-			s.log.Warn("request failed", "path", r.URL.Path, "status", aerr.Status, "code", aerr.Code, "err", aerr.Message)
+		// The log gets the whole story; the client what it may read.
+		public := s.public(aerr.Message)
+		if aerr.Status >= 500 || public != aerr.Message || aerr.cause != nil {
+			level := slog.LevelInfo
+			if aerr.Status >= 500 {
+				level = slog.LevelWarn
+			}
+			attrs := []any{"path", r.URL.Path, "status", aerr.Status, "code", aerr.Code, "err", aerr.Message}
+			if aerr.cause != nil {
+				attrs = append(attrs, "cause", aerr.cause)
+			}
+			s.log.Log(r.Context(), level, "request failed", attrs...)
 		}
+		aerr.Message = public
 		writeError(w, aerr)
 	}
 }
@@ -367,7 +392,7 @@ func (s *Server) engine(ctx context.Context, o EngineOptions, model host.ModelCl
 			if errors.Is(err, plugin.ErrNotFound) {
 				return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: no plugin provides it (GET /v1/plugins lists them)", o.Strategy)
 			}
-			return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: %v", o.Strategy, err)
+			return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: %s", o.Strategy, s.public(err.Error()))
 		}
 		cfg.Strategy = o.Strategy
 	}

@@ -130,7 +130,10 @@ func storeError(ctx context.Context, id string, err error) *apiError {
 	case ctx.Err() != nil:
 		return workError(ctx, "the session's store", err)
 	}
-	return errorf(http.StatusServiceUnavailable, CodeStoreUnavailable, "the session store did not answer: %v; retry later", err)
+	// A store's errors name its files or its address: the log has them.
+	aerr := errorf(http.StatusServiceUnavailable, CodeStoreUnavailable, "the session store did not answer; retry later")
+	aerr.cause = err
+	return aerr
 }
 
 // lockSession takes the session's lock, waiting for another writer's
