@@ -28,6 +28,7 @@ const (
 	CodeRevisionConflict = "revision_conflict"  // 409: the session is not at if_revision; read it again and retry
 	CodeMethodNotAllowed = "method_not_allowed" // 405: the endpoint takes another method
 	CodeTooLarge         = "too_large"          // 413: the body is over the size limit
+	CodeQuotaExceeded    = "quota_exceeded"     // 507: the session alone is over the bytes a token may keep
 	CodeBusy             = "busy"               // 503: no worker came free within the request timeout
 	CodeStoreUnavailable = "store_unavailable"  // 503: the session store did not answer; retry later
 	CodeTimeout          = "timeout"            // 504: the work did not finish within the request timeout; 408: nor did the body arrive

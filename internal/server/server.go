@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/store"
 	"github.com/compact-host/compact-host/internal/redact"
+	"github.com/compact-host/compact-host/internal/tenant"
 )
 
 // Defaults of Options.
@@ -69,9 +69,16 @@ type Options struct {
 	// hold a connection, never a worker. Default 30 seconds; it is cut to
 	// RequestTimeout when that is shorter.
 	BodyTimeout time.Duration
-	// Token, when set, is the bearer token every endpoint but /healthz
-	// requires.
-	Token string
+	// Tokens, when any, are the bearer tokens every endpoint but
+	// /healthz and /openapi.json requires. Each is a tenant: the
+	// sessions one token makes are reached by it alone.
+	Tokens []Token
+	// Tenants derives each token's tenant ID, the scope of its sessions
+	// in the store. Servers that share a store must share its secret.
+	// Nil makes one of its own, good for this process's life only.
+	Tenants *tenant.Keyer
+	// Quota bounds what each tenant keeps in the store.
+	Quota Quota
 	// MaxConcurrent bounds the requests that work at once (compact, check,
 	// truncate); others wait for a worker, within their timeout. Default
 	// 2×GOMAXPROCS.
@@ -86,10 +93,12 @@ type Options struct {
 // Server is the HTTP JSON API over the engine. It is safe for concurrent
 // use; see the package documentation for the endpoints.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	tokenID [sha256.Size]byte
-	slots   chan struct{}
+	opts  Options
+	log   *slog.Logger
+	keyer *tenant.Keyer
+	// tokens are the accepted tokens by their tenant.
+	tokens map[tenant.ID]tokenEntry
+	slots  chan struct{}
 	routes  map[string]route
 	// sessionRoutes are the routes under /v1/sessions/, by method and
 	// pattern ("GET /v1/sessions/{id}").
@@ -127,6 +136,30 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: Options.BodyTimeout %s is negative", opts.BodyTimeout)
 	case opts.MaxConcurrent < 0:
 		return nil, fmt.Errorf("server: Options.MaxConcurrent %d is negative", opts.MaxConcurrent)
+	case opts.Quota.MaxSessions < 0 || opts.Quota.MaxBytes < 0:
+		return nil, fmt.Errorf("server: Options.Quota %+v is negative", opts.Quota)
+	}
+	if opts.Quota.MaxSessions == 0 {
+		opts.Quota.MaxSessions = DefaultTenantMaxSessions
+	}
+	if opts.Quota.MaxBytes == 0 {
+		opts.Quota.MaxBytes = DefaultTenantMaxBytes
+	}
+	if opts.Tenants == nil {
+		opts.Tenants = tenant.NewRandomKeyer()
+	}
+	tokens := map[tenant.ID]tokenEntry{}
+	var secrets []string
+	for i, t := range opts.Tokens {
+		if strings.TrimSpace(t.Secret) != t.Secret || t.Secret == "" {
+			return nil, fmt.Errorf("server: Options.Tokens[%d] (%q): a token is not empty and has no surrounding space", i, t.Name)
+		}
+		id := opts.Tenants.Of(t.Secret)
+		if prev, dup := tokens[id]; dup {
+			return nil, fmt.Errorf("server: Options.Tokens[%d] (%q) is the same token as %q", i, t.Name, prev.name)
+		}
+		tokens[id] = tokenEntry{sum: sha256.Sum256([]byte(t.Secret)), name: t.Name}
+		secrets = append(secrets, t.Secret)
 	}
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
@@ -143,10 +176,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	var secrets []string
-	if opts.Token != "" {
-		secrets = append(secrets, opts.Token)
-	}
 	// Engines and plugins log through it too: an upstream body they
 	// quote loses its credentials on the way.
 	opts.Logger = slog.New(redact.Handler(opts.Logger.Handler(), secrets...))
@@ -161,10 +190,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: Options.Store %T keeps no sessions (store.Sessions)", opts.Store)
 	}
 	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent), store: opts.Store, sessions: sessions,
-		secrets: secrets, roots: privateRoots(opts.Registry.Dir())}
-	if opts.Token != "" {
-		s.tokenID = sha256.Sum256([]byte(opts.Token))
-	}
+		secrets: secrets, roots: privateRoots(opts.Registry.Dir()), keyer: opts.Tenants, tokens: tokens}
 	s.routes = map[string]route{
 		"/healthz":      {method: http.MethodGet, open: true, handle: s.health},
 		"/openapi.json": {method: http.MethodGet, open: true, handle: s.openapi},
@@ -190,6 +216,8 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// tenant is whom the request acted for, once authorized.
+	tenant tenant.ID
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -224,7 +252,7 @@ func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
 				writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "the server failed: %s", s.public(fmt.Sprint(p))))
 			}
 		}
-		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", w.status, "bytes_in", r.ContentLength,
+		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "tenant", w.tenant, "status", w.status, "bytes_in", r.ContentLength,
 			"bytes_out", w.bytes, "duration_ms", float64(time.Since(began).Microseconds())/1000)
 	}()
 	if aerr := s.dispatch(w, r); aerr != nil {
@@ -246,7 +274,7 @@ func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
+func (s *Server) dispatch(w *statusWriter, r *http.Request) *apiError {
 	rt, ok := s.routes[r.URL.Path]
 	allow := rt.method
 	if !ok {
@@ -259,12 +287,17 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		w.Header().Set("Allow", allow)
 		return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, allow, r.Method)
 	}
-	if !rt.open && !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host"`)
-		if r.Header.Get("Authorization") != "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host", error="invalid_token"`)
+	if !rt.open {
+		c, ok := s.authorize(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host"`)
+			if r.Header.Get("Authorization") != "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host", error="invalid_token"`)
+			}
+			return errorf(http.StatusUnauthorized, CodeUnauthorized, "send one of the server's tokens as \"Authorization: Bearer <token>\"")
 		}
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "send the server's token as \"Authorization: Bearer <token>\"")
+		r = withCaller(r, c)
+		w.tenant = c.tenant
 	}
 	ctx := r.Context()
 	if s.opts.RequestTimeout > 0 {
@@ -314,20 +347,6 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 
 func (s *Server) tooLarge() *apiError {
 	return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over the server's limit of %d bytes (--max-request-bytes)", s.opts.MaxRequestBytes)
-}
-
-// authorized compares the bearer token in constant time. Hashing both
-// sides first hides the token's length too.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
-		return true
-	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(got[:], s.tokenID[:]) == 1
 }
 
 // decode reads body into v, rejecting unknown fields and trailing data.
