@@ -231,7 +231,7 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 		MaxRequestBytes: pick(o.maxRequestBytes, sc.MaxRequestBytes),
 		RequestTimeout:  pick(o.requestTimeout, sc.RequestTimeout.Duration),
 		BodyTimeout:     pick(o.bodyTimeout, sc.BodyTimeout.Duration),
-		Tokens: tokens, Tenants: keyer, MaxConcurrent: o.maxConcurrent, Store: st,
+		Tokens:          tokens, Tenants: keyer, MaxConcurrent: o.maxConcurrent, Store: st,
 		Quota: server.Quota{MaxSessions: o.tenantSessions, MaxBytes: o.tenantBytes},
 	})
 	if err != nil {

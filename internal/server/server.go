@@ -99,7 +99,7 @@ type Server struct {
 	// tokens are the accepted tokens by their tenant.
 	tokens map[tenant.ID]tokenEntry
 	slots  chan struct{}
-	routes  map[string]route
+	routes map[string]route
 	// sessionRoutes are the routes under /v1/sessions/, by method and
 	// pattern ("GET /v1/sessions/{id}").
 	sessionRoutes map[string]route
