@@ -160,6 +160,44 @@ func init() {
 	}
 }
 
+// serveChild runs `compact-host serve` on a free loopback port in a
+// process of its own, with pluginsDir as its plugins directory, and
+// returns the process, the URL it serves on and the channel its exit
+// comes on. The test's end kills it if it still runs.
+func serveChild(t *testing.T, pluginsDir string, env []string, args ...string) (*exec.Cmd, string, <-chan error) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	toml := fmt.Sprintf("cache_dir = %q\nplugins_dir = %q\n", server.CLICacheDir(), pluginsDir)
+	require.NoError(t, os.WriteFile(cfg, []byte(toml), 0o644))
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--config", cfg, "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(append(os.Environ(), serveChildEnv+"=1"), env...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default: // nobody reads them any more
+			}
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	})
+	noCode := make(chan int)
+	close(noCode)
+	url, _ := waitServing(t, lines, noCode)
+	return cmd, url, exited
+}
+
 // A process plugin dropped into the watched directory that hangs before
 // its handshake is killed when serve stops on SIGTERM: serve used to exit
 // and leave it running.
@@ -171,32 +209,7 @@ func TestServeStopReapsAPluginHangingAtItsHandshake(t *testing.T) {
 	out, err := exec.Command("go", "build", "-o", bin, "../../host/plugin/testdata/nohandshake").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	plugins := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "config.toml")
-	toml := fmt.Sprintf("cache_dir = %q\nplugins_dir = %q\n", server.CLICacheDir(), plugins)
-	require.NoError(t, os.WriteFile(cfg, []byte(toml), 0o644))
-
-	cmd := exec.Command(os.Args[0], "serve", "--config", cfg, "--addr", "127.0.0.1:0", "--provider", "none")
-	cmd.Env = append(os.Environ(), serveChildEnv+"=1")
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-		}
-	})
-	code := make(chan int)
-	waitServing(t, lines, code)
+	cmd, _, exited := serveChild(t, plugins, nil, "--provider", "none")
 
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	m, err := json.Marshal(map[string]any{"command": bin, "args": []string{pidFile}})
@@ -229,4 +242,67 @@ func TestServeRefusesAMissingToken(t *testing.T) {
 	}
 	assert.Equal(t, cli.ExitUsage, <-code)
 	assert.Contains(t, strings.Join(stderr, "\n"), "NOT_SET")
+}
+
+// serve --token-file: each token a tenant, reaching its own sessions
+// only; --token-env still works beside it.
+func TestServeTokenFileTenants(t *testing.T) {
+	dir := t.TempDir()
+	const alpha, beta, envToken = "alpha-secret-0123456789", "beta-secret-9876543210", "env-secret-5555555555"
+	tokens := filepath.Join(dir, "tokens")
+	require.NoError(t, os.WriteFile(tokens, []byte("# the teams\nalpha:"+alpha+"\n\n"+beta+"\n"), 0o600))
+	secret := filepath.Join(dir, "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
+	_, url, _ := serveChild(t, t.TempDir(), []string{"SERVE_TEST_TOKEN=" + envToken},
+		"--provider", "none", "--token-file", tokens, "--tenant-secret-file", secret, "--token-env", "SERVE_TEST_TOKEN",
+		"--store", filepath.Join(dir, "store"))
+	do := func(token, method, path, body string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, url+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	put := `{"session": [{"role":"user","content":[{"type":"text","text":"hi"}]}]}`
+	assert.Equal(t, http.StatusCreated, do(alpha, "PUT", "/v1/sessions/s1", put))
+	assert.Equal(t, http.StatusOK, do(alpha, "GET", "/v1/sessions/s1", ""))
+	assert.Equal(t, http.StatusNotFound, do(beta, "GET", "/v1/sessions/s1", ""), "another tenant's session")
+	assert.Equal(t, http.StatusNotFound, do(envToken, "GET", "/v1/sessions/s1", ""), "the --token-env tenant's")
+	assert.Equal(t, http.StatusCreated, do(envToken, "PUT", "/v1/sessions/s1", put))
+	assert.Equal(t, http.StatusUnauthorized, do("", "GET", "/v1/sessions/s1", ""))
+	assert.Equal(t, http.StatusUnauthorized, do(alpha+"x", "GET", "/v1/sessions/s1", ""))
+}
+
+// A token file that does not read is refused at start, with the file and
+// the line named and no token shown.
+func TestServeRefusesABadTokenFile(t *testing.T) {
+	const secret = "the-secret-0123456789"
+	for _, tc := range []struct{ name, content, want string }{
+		{"no token after the name", "alpha:\n", "line 1: no token after the name"},
+		{"a token twice", secret + "\nbeta:" + secret + "\n", "line 2 repeats the token of line 1"},
+		{"a name twice", "a:" + secret + "\na:" + secret + "y\n", "line 2 repeats the name of line 1"},
+		{"a bad name", "a b:" + secret + "\n", "line 1: the name before ':'"},
+		{"no token at all", "# nothing\n\n", "no token in it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tokens")
+			require.NoError(t, os.WriteFile(path, []byte(tc.content), 0o600))
+			lines, code := serveCLI(t, nil, "--addr", "127.0.0.1:0", "--token-file", path)
+			var stderr []string
+			for line := range lines {
+				stderr = append(stderr, line)
+			}
+			assert.Equal(t, cli.ExitInput, <-code)
+			out := strings.Join(stderr, "\n")
+			assert.Contains(t, out, path)
+			assert.Contains(t, out, tc.want)
+			assert.NotContains(t, out, secret)
+		})
+	}
 }
