@@ -128,7 +128,9 @@ func (s *Server) requestEngine(ctx context.Context, o EngineOptions) (*host.Engi
 	var model host.ModelClient
 	if s.opts.Model != nil {
 		ev.meter = NewMeter(s.opts.Model)
-		model = ev.meter
+		// The engine lives for this request, its breaker too: the
+		// tenant's breaker holds across its requests and sessions.
+		model = &guardedModel{next: ev.meter, s: s, tenant: callerIn(ctx).tenant}
 	}
 	e, aerr := s.engine(ctx, o, model)
 	if aerr != nil {

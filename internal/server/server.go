@@ -43,8 +43,10 @@ const (
 type Options struct {
 	// Config is the engine configuration every request starts from; a
 	// request's options override parts of it. An engine is built per
-	// request from it, so no state (calibration, circuit breakers)
-	// carries from one request to the next.
+	// request from it, so no state (calibration) carries from one
+	// request to the next, except each tenant's breaker of failed
+	// summary calls (BreakerFailures, BreakerCooldown), which the server
+	// keeps across its requests.
 	Config host.Config
 	// Registry supplies strategies and truncators for the server's life.
 	// A watched registry makes a plugin dropped into its directory usable
@@ -105,6 +107,9 @@ type Server struct {
 	sessionRoutes map[string]route
 	store         store.Store
 	sessions      store.Sessions
+	// breakers hold each tenant's failed summary calls across its
+	// requests.
+	breakers *tenant.Breakers
 	// secrets are the credentials the server knows, redacted from every
 	// answer and log line; roots the directories of the server that
 	// answers never name (public).
@@ -190,7 +195,8 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: Options.Store %T keeps no sessions (store.Sessions)", opts.Store)
 	}
 	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent), store: opts.Store, sessions: sessions,
-		secrets: secrets, roots: privateRoots(opts.Registry.Dir()), keyer: opts.Tenants, tokens: tokens}
+		secrets: secrets, roots: privateRoots(opts.Registry.Dir()), keyer: opts.Tenants, tokens: tokens,
+		breakers: tenant.NewBreakers(breakerSettings(opts.Config))}
 	s.routes = map[string]route{
 		"/healthz":      {method: http.MethodGet, open: true, handle: s.health},
 		"/openapi.json": {method: http.MethodGet, open: true, handle: s.openapi},
@@ -206,6 +212,19 @@ func New(opts Options) (*Server, error) {
 		"POST " + messagesPattern:  {method: http.MethodPost, work: true, handle: s.appendMessages},
 	}
 	return s, nil
+}
+
+// breakerSettings are the engine's breaker settings, or the engine's
+// defaults for those not set.
+func breakerSettings(c host.Config) (int, time.Duration) {
+	failures, cooldown := c.BreakerFailures, c.BreakerCooldown
+	if failures <= 0 {
+		failures = 3
+	}
+	if cooldown <= 0 {
+		cooldown = 5 * time.Minute
+	}
+	return failures, cooldown
 }
 
 // Handler returns the API's handler.

@@ -37,8 +37,11 @@ type caller struct {
 type callerKey struct{}
 
 // callerOf is the caller dispatch authorized r as.
-func callerOf(r *http.Request) caller {
-	if c, ok := r.Context().Value(callerKey{}).(caller); ok {
+func callerOf(r *http.Request) caller { return callerIn(r.Context()) }
+
+// callerIn is the caller of the request whose context ctx is.
+func callerIn(ctx context.Context) caller {
+	if c, ok := ctx.Value(callerKey{}).(caller); ok {
 		return c
 	}
 	return caller{tenant: tenant.Anonymous}

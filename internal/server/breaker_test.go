@@ -1,0 +1,51 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/formats"
+)
+
+// failingModel is a provider whose every call fails, and counts them.
+type failingModel struct{ calls atomic.Int64 }
+
+func (m *failingModel) Complete(context.Context, *abi.CompleteRequest) (*abi.CompleteResponse, error) {
+	m.calls.Add(1)
+	return nil, errors.New("HTTP 529: overloaded")
+}
+func (m *failingModel) Model() string { return "claude-sonnet-4-5" }
+
+// A tenant's failing summary calls open its breaker across its requests
+// and sessions: after BreakerFailures requests that each failed a call,
+// its next compaction calls no model (and still answers, offline), while
+// another tenant's calls go out. Each request's engine had its own
+// breaker, which never saw a second failure.
+func TestSummaryBreakerHoldsAcrossATenantsRequests(t *testing.T) {
+	model := &failingModel{}
+	_, ts := start(t, func(o *Options) {
+		o.Model = model
+		o.Config.BreakerFailures = 2
+		o.Tokens = []Token{{Name: "a", Secret: tokenA}, {Name: "b", Secret: tokenB}}
+	})
+	compact := func(token string, seed int) int64 {
+		t.Helper()
+		before := model.calls.Load()
+		body := CompactRequest{Session: encode(t, formats.Anthropic, codingSession(seed, 8, 600))}
+		r := call(t, ts, http.MethodPost, "/v1/compact", body, "Authorization", "Bearer "+token)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		return model.calls.Load() - before
+	}
+	assert.Equal(t, int64(1), compact(tokenA, 51), "the first request tries the model once")
+	assert.Equal(t, int64(1), compact(tokenA, 52), "the second, of another session, once")
+	assert.Zero(t, compact(tokenA, 53), "the breaker is open: no call")
+	assert.Equal(t, int64(1), compact(tokenB, 54), "another tenant's calls go out")
+}
+
