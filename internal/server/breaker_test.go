@@ -48,4 +48,3 @@ func TestSummaryBreakerHoldsAcrossATenantsRequests(t *testing.T) {
 	assert.Zero(t, compact(tokenA, 53), "the breaker is open: no call")
 	assert.Equal(t, int64(1), compact(tokenB, 54), "another tenant's calls go out")
 }
-
