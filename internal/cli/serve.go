@@ -138,8 +138,8 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 		return usageError{fmt.Errorf("--body-timeout %s: want a positive duration", o.bodyTimeout)}
 	case o.maxConcurrent < 0 || o.maxConcurrent > 10000:
 		return usageError{fmt.Errorf("--max-concurrent %d: want 1 to 10000, or 0 for twice the CPUs", o.maxConcurrent)}
-	case o.tenantSessions < 0:
-		return usageError{fmt.Errorf("--tenant-max-sessions %d: want a positive count, or 0 for %d", o.tenantSessions, server.DefaultTenantMaxSessions)}
+	case o.tenantSessions < 0 || o.tenantSessions > server.MaxTenantSessions:
+		return usageError{fmt.Errorf("--tenant-max-sessions %d: want 1 to %d, or 0 for %d", o.tenantSessions, server.MaxTenantSessions, server.DefaultTenantMaxSessions)}
 	case o.tenantBytes < 0:
 		return usageError{fmt.Errorf("--tenant-max-bytes %d: want a positive byte count, or 0 for %d", o.tenantBytes, server.DefaultTenantMaxBytes)}
 	}

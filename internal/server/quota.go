@@ -13,10 +13,14 @@ import (
 	"github.com/compact-host/compact-host/internal/tenant"
 )
 
-// Defaults of Quota.
+// Defaults and bounds of Quota.
 const (
 	DefaultTenantMaxSessions       = 1000
 	DefaultTenantMaxBytes    int64 = 1 << 30
+	// MaxTenantSessions bounds Quota.MaxSessions: a tenant's ledger,
+	// about 200 bytes a session, must stay well within a store's
+	// session size limit (16 MiB by default).
+	MaxTenantSessions = 50_000
 )
 
 // Quota bounds what one tenant keeps in the store. When a write would

@@ -306,3 +306,20 @@ func TestServeRefusesABadTokenFile(t *testing.T) {
 		})
 	}
 }
+
+// Quota flags out of range are refused at start, naming the flag.
+func TestServeRefusesQuotasOutOfRange(t *testing.T) {
+	for _, args := range [][]string{
+		{"--tenant-max-sessions", "50001"},
+		{"--tenant-max-sessions", "-1"},
+		{"--tenant-max-bytes", "-5"},
+	} {
+		lines, code := serveCLI(t, nil, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
+		var stderr []string
+		for line := range lines {
+			stderr = append(stderr, line)
+		}
+		assert.Equal(t, cli.ExitUsage, <-code, "%v", args)
+		assert.Contains(t, strings.Join(stderr, "\n"), args[0])
+	}
+}

@@ -143,6 +143,8 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: Options.MaxConcurrent %d is negative", opts.MaxConcurrent)
 	case opts.Quota.MaxSessions < 0 || opts.Quota.MaxBytes < 0:
 		return nil, fmt.Errorf("server: Options.Quota %+v is negative", opts.Quota)
+	case opts.Quota.MaxSessions > MaxTenantSessions:
+		return nil, fmt.Errorf("server: Options.Quota.MaxSessions %d is over %d", opts.Quota.MaxSessions, MaxTenantSessions)
 	}
 	if opts.Quota.MaxSessions == 0 {
 		opts.Quota.MaxSessions = DefaultTenantMaxSessions
