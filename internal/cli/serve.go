@@ -116,7 +116,7 @@ config); the engine flags set the defaults each request may override.
 	fl := cmd.Flags()
 	fl.StringVar(&o.addr, "addr", defaultServeAddr, "address to listen on (host:port; port 0 picks a free one)")
 	fl.StringVar(&o.tokenEnv, "token-env", "", "name of the environment variable holding the bearer token the API requires (default: [serve] token_env; none: no token)")
-	fl.StringVar(&o.tokenFile, "token-file", "", "file of the bearer tokens the API accepts, one a line, each \"name:token\" or a bare token; '#' starts a comment; each token is a tenant of its own")
+	fl.StringVar(&o.tokenFile, "token-file", "", "file of the bearer tokens the API accepts, one a line, each \"name:token\" or a bare token (one holding ':' needs a name); '#' starts a comment; each token is a tenant of its own")
 	fl.StringVar(&o.tenantSecret, "tenant-secret-file", "", "file of the secret that turns each token into its tenant's ID in the store; servers sharing a store share it (default: made once in the cache directory)")
 	fl.IntVar(&o.tenantSessions, "tenant-max-sessions", 0, fmt.Sprintf("sessions one token keeps; past it, its own written longest ago are removed (default %d)", server.DefaultTenantMaxSessions))
 	fl.Int64Var(&o.tenantBytes, "tenant-max-bytes", 0, fmt.Sprintf("bytes of sessions one token keeps; past it, its own written longest ago are removed, and a session over it alone is refused with 507 (default %d)", server.DefaultTenantMaxBytes))
