@@ -17,6 +17,7 @@ import (
 
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/store"
 	"github.com/compact-host/compact-host/host/store/storeopen"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/compact-host/compact-host/internal/tenant"
@@ -226,6 +227,13 @@ func runServe(ctx context.Context, g *globals, o *serveOptions, cmd *cobra.Comma
 		return err
 	}
 	defer st.Close()
+	if d, ok := st.(*store.Disk); ok && len(tokens) > 1 {
+		perTenant := pick(o.tenantSessions, server.DefaultTenantMaxSessions) + 1 // and its quota ledger
+		if need := len(tokens) * perTenant; need > d.MaxSessions() {
+			a.note("warning: %d tokens may keep %d sessions (with their quota ledgers), over the %d the disk store keeps: past that it removes the oldest, whoever made them; lower --tenant-max-sessions to %d or raise max_sessions in the store's URL (file:///dir?max_sessions=N)",
+				len(tokens), need, d.MaxSessions(), d.MaxSessions()/len(tokens)-1)
+		}
+	}
 	srv, err := server.New(server.Options{
 		Config: hc, Registry: reg, Model: model, Logger: a.log, Version: Version,
 		MaxRequestBytes: pick(o.maxRequestBytes, sc.MaxRequestBytes),

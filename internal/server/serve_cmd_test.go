@@ -166,6 +166,14 @@ func init() {
 // comes on. The test's end kills it if it still runs.
 func serveChild(t *testing.T, pluginsDir string, env []string, args ...string) (*exec.Cmd, string, <-chan error) {
 	t.Helper()
+	cmd, url, _, exited := serveChildSaying(t, pluginsDir, env, args...)
+	return cmd, url, exited
+}
+
+// serveChildSaying is serveChild that also returns what serve wrote
+// before it served.
+func serveChildSaying(t *testing.T, pluginsDir string, env []string, args ...string) (*exec.Cmd, string, []string, <-chan error) {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.toml")
 	toml := fmt.Sprintf("cache_dir = %q\nplugins_dir = %q\n", server.CLICacheDir(), pluginsDir)
 	require.NoError(t, os.WriteFile(cfg, []byte(toml), 0o644))
@@ -194,8 +202,8 @@ func serveChild(t *testing.T, pluginsDir string, env []string, args ...string) (
 	})
 	noCode := make(chan int)
 	close(noCode)
-	url, _ := waitServing(t, lines, noCode)
-	return cmd, url, exited
+	url, said := waitServing(t, lines, noCode)
+	return cmd, url, said, exited
 }
 
 // A process plugin dropped into the watched directory that hangs before
@@ -322,4 +330,20 @@ func TestServeRefusesQuotasOutOfRange(t *testing.T) {
 		assert.Equal(t, cli.ExitUsage, <-code, "%v", args)
 		assert.Contains(t, strings.Join(stderr, "\n"), args[0])
 	}
+}
+
+// Tokens that could together keep more sessions than the disk store does
+// are warned about at start: past its cap the store removes the oldest,
+// whoever made them.
+func TestServeWarnsWhenTenantsOutgrowTheDiskStore(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	require.NoError(t, os.WriteFile(tokens, []byte("a:token-aaaaaaaaaaaa\nb:token-bbbbbbbbbbbb\nc:token-cccccccccccc\n"), 0o600))
+	secret := filepath.Join(dir, "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef"), 0o600))
+	args := []string{"--provider", "none", "--token-file", tokens, "--tenant-secret-file", secret, "--tenant-max-sessions", "2"}
+	_, _, said, _ := serveChildSaying(t, t.TempDir(), nil, append(args, "--store", "file://"+filepath.Join(dir, "small")+"?max_sessions=8")...)
+	assert.Contains(t, strings.Join(said, "\n"), "3 tokens may keep 9 sessions (with their quota ledgers), over the 8 the disk store keeps")
+	_, _, said, _ = serveChildSaying(t, t.TempDir(), nil, append(args, "--store", "file://"+filepath.Join(dir, "large")+"?max_sessions=9")...)
+	assert.NotContains(t, strings.Join(said, "\n"), "may keep")
 }

@@ -197,7 +197,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: Options.Store %T keeps no sessions (store.Sessions)", opts.Store)
 	}
 	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent), store: opts.Store, sessions: sessions,
-		secrets: secrets, roots: privateRoots(opts.Registry.Dir()), keyer: opts.Tenants, tokens: tokens,
+		secrets: secrets, roots: privateRoots(opts.Registry.Dir(), storeDir(opts.Store)), keyer: opts.Tenants, tokens: tokens,
 		breakers: tenant.NewBreakers(breakerSettings(opts.Config))}
 	s.routes = map[string]route{
 		"/healthz":      {method: http.MethodGet, open: true, handle: s.health},
@@ -214,6 +214,14 @@ func New(opts Options) (*Server, error) {
 		"POST " + messagesPattern:  {method: http.MethodPost, work: true, handle: s.appendMessages},
 	}
 	return s, nil
+}
+
+// storeDir is the directory of a store kept in files, or "".
+func storeDir(st store.Store) string {
+	if d, ok := st.(interface{ Dir() string }); ok {
+		return d.Dir()
+	}
+	return ""
 }
 
 // breakerSettings are the engine's breaker settings, or the engine's
