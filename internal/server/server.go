@@ -159,7 +159,7 @@ func New(opts Options) (*Server, error) {
 	var secrets []string
 	for i, t := range opts.Tokens {
 		if strings.TrimSpace(t.Secret) != t.Secret || t.Secret == "" {
-			return nil, fmt.Errorf("server: Options.Tokens[%d] (%q): a token is not empty and has no surrounding space", i, t.Name)
+			return nil, fmt.Errorf("server: Options.Tokens[%d] (%q): a token cannot be empty nor have surrounding space", i, t.Name)
 		}
 		id := opts.Tenants.Of(t.Secret)
 		if prev, dup := tokens[id]; dup {
