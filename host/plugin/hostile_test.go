@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
+	"github.com/compact-host/compact-host/internal/proctest"
 )
 
 // entriesByFile returns the user entries of a registry's List by file name.
@@ -237,4 +239,46 @@ func TestLogFloodIsBoundedPerCall(t *testing.T) {
 			assert.Equal(t, pluginapi.MaxLogLinesPerCall+10, strings.Count(logs.String(), strings.Repeat("L", 100)))
 		})
 	}
+}
+
+// dropHangingPlugin drops a manifest of a plugin that never completes its
+// handshake into the watched directory of a new registry, and returns the
+// registry, the manifest and the plugin's process ID once it runs. The
+// handshake timeout is an hour: only the stop under test ends it.
+func dropHangingPlugin(t *testing.T) (*Registry, string, int) {
+	t.Helper()
+	opts := testOptions(t, nil)
+	opts.Builtins = nil
+	opts.HandshakeTimeout = time.Hour
+	r := newRegistry(t, opts)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	manifest := filepath.Join(opts.PluginsDir, "hang"+ManifestSuffix)
+	m, err := json.Marshal(Manifest{Command: build(t, "nohandshake", false, ""), Args: []string{pidFile}})
+	require.NoError(t, err)
+	copyFile(t, manifest, m)
+	return r, manifest, proctest.ReadPID(t, pidFile, time.Minute)
+}
+
+// Closing the registry (serve stopping) while a dropped-in plugin hangs at
+// its handshake kills and reaps the process before Close returns.
+func TestCloseReapsAPluginHangingAtItsHandshake(t *testing.T) {
+	r, _, pid := dropHangingPlugin(t)
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute): // a hang guard
+		require.FailNow(t, "Close did not return")
+	}
+	proctest.RequireGone(t, pid, time.Minute)
+}
+
+// Removing the manifest of a plugin hanging at its handshake stops its
+// load: the process goes, and no entry is left for the removed file.
+func TestRemovingAHangingPluginReapsIt(t *testing.T) {
+	r, manifest, pid := dropHangingPlugin(t)
+	require.NoError(t, os.Remove(manifest))
+	proctest.RequireGone(t, pid, time.Minute)
+	assert.Eventually(t, func() bool { _, ok := entriesByFile(r)["hang"+ManifestSuffix]; return !ok },
+		time.Minute, 20*time.Millisecond, "the removed file is not listed")
 }

@@ -58,8 +58,23 @@ type Registry struct {
 	watcher *fsnotify.Watcher
 	timers  map[string]*time.Timer
 	done    chan struct{}
-	wg      sync.WaitGroup
+	// life ends when the registry closes: every load, the watcher's
+	// included, gives up then, killing a process plugin that is still
+	// starting.
+	life    context.Context
+	endLife context.CancelFunc
+	// loads are the loads in flight of the directory's files, by path:
+	// a newer load of a path (the file changed or went) stops an older
+	// one, whose process would otherwise outlive its file.
+	loads map[string]*load
+	// wg counts the work Close waits for: the watcher, reloads, lazy
+	// loads and the closing of replaced plugins, so that no plugin
+	// process outlives a closed registry.
+	wg sync.WaitGroup
 }
+
+// load is one load in flight of a plugins directory file.
+type load struct{ cancel context.CancelFunc }
 
 // slot holds one plugin of the registry.
 type slot struct {
@@ -111,14 +126,16 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	r := &Registry{
 		opts: opts, dir: dir, logger: opts.logger(), engine: engine, infos: newInfoCache(opts),
 		builtins: map[string]*slot{}, user: map[string]*slot{},
-		timers: map[string]*time.Timer{}, done: make(chan struct{}),
+		timers: map[string]*time.Timer{}, done: make(chan struct{}), loads: map[string]*load{},
 	}
+	r.life, r.endLife = context.WithCancel(context.Background())
 	if opts.Builtins != nil {
 		for _, name := range opts.Builtins.Names() {
 			r.builtins[name] = &slot{entry: Entry{Name: name, Source: SourceBuiltin}}
 		}
 	}
 	if err := r.Rescan(ctx); err != nil {
+		r.Close()
 		return nil, err
 	}
 	if !opts.NoWatch {
@@ -168,14 +185,21 @@ func (r *Registry) Rescan(ctx context.Context) error {
 }
 
 // reload (re)loads the plugin at path, or forgets it if the file is gone.
-// A file whose content did not change is left alone.
+// A file whose content did not change is left alone. It stops a load of
+// path still in flight, and gives up itself when ctx ends or the registry
+// closes.
 func (r *Registry) reload(ctx context.Context, path string) {
+	ctx, ld, ok := r.beginLoad(ctx, path)
+	if !ok {
+		return
+	}
+	defer ld.cancel()
 	info0, statErr := os.Stat(path)
 	r.mu.Lock()
 	old := r.user[path]
 	r.mu.Unlock()
 	if statErr != nil {
-		if old != nil {
+		if old != nil && r.endLoad(path, ld) {
 			r.logger.Info("plugin removed", "path", path, "plugin", old.entry.Name)
 			r.replace(path, nil)
 		}
@@ -212,6 +236,9 @@ func (r *Registry) reload(ctx context.Context, path string) {
 			if info, ok := r.infos.get(key); ok {
 				s.manifest = &m
 				s.entry.Loaded, s.entry.Info, s.entry.Name = true, info, info.Name
+				if !r.endLoad(path, ld) {
+					return
+				}
 				r.logger.Info("plugin known from its cached info; it starts at its first use", "path", path, "plugin", info.Name)
 				s.stamp(info0)
 				r.replace(path, s)
@@ -224,6 +251,13 @@ func (r *Registry) reload(ctx context.Context, path string) {
 			}
 		}
 	}
+	if !r.endLoad(path, ld) {
+		// A newer load of the file, or Close, stopped this one.
+		if p != nil {
+			p.Close()
+		}
+		return
+	}
 	s.entry.Err = err
 	if err != nil {
 		r.logger.Error("plugin failed to load; skipped", "path", path, "err", err)
@@ -235,6 +269,39 @@ func (r *Registry) reload(ctx context.Context, path string) {
 	s.entry.Info.Name = s.entry.Name
 	s.stamp(info0)
 	r.replace(path, s)
+}
+
+// beginLoad registers a load of path, stopping the one in flight, and
+// returns its context: ctx, ended also by a newer load and by Close. ok
+// is false once the registry is closed.
+func (r *Registry) beginLoad(ctx context.Context, path string) (context.Context, *load, bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(r.life, cancel)
+	ld := &load{cancel: func() { stop(); cancel() }}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		ld.cancel()
+		return nil, nil, false
+	}
+	if prev := r.loads[path]; prev != nil {
+		prev.cancel()
+	}
+	r.loads[path] = ld
+	return ctx, ld, true
+}
+
+// endLoad reports whether ld is still path's newest load, and ends its
+// registration; a load that a newer one or Close stopped installs
+// nothing.
+func (r *Registry) endLoad(path string, ld *load) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.loads[path] != ld {
+		return false
+	}
+	delete(r.loads, path)
+	return !r.closed
 }
 
 // sameFile tells an unchanged file by size and modification time.
@@ -262,10 +329,16 @@ func (r *Registry) replace(path string, s *slot) {
 			r.logger.Info("user plugin overrides the built-in of the same name", "plugin", s.entry.Name, "path", path)
 		}
 	}
-	r.mu.Unlock()
 	if old != nil && old.plugin != nil {
-		go old.plugin.Close()
+		// Closed once its calls in flight return, which may take a
+		// while: Close waits for it.
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			old.plugin.Close()
+		}()
 	}
+	r.mu.Unlock()
 }
 
 // Strategy returns the strategy plugin called name: a user plugin of that
@@ -409,23 +482,32 @@ func (r *Registry) loadLazily(ctx context.Context, b *slot, open func(context.Co
 		return b.plugin, nil
 	}
 	b.loading = make(chan struct{})
+	r.wg.Add(1)
+	defer r.wg.Done()
 	r.mu.Unlock()
 
-	// The load is shared: one caller giving up must not fail the others.
-	p, err := open(context.WithoutCancel(ctx))
+	// The load is shared: one caller giving up must not fail the others;
+	// the registry closing stops it.
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(r.life, cancel)
+	p, err := open(lctx)
+	stop()
+	cancel()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	defer close(b.loading)
 	if err != nil {
 		b.entry.Err, b.entry.Loaded, b.manifest = err, false, nil
 		r.logger.Error("plugin failed to load", "plugin", b.entry.Name, "path", b.entry.Path, "err", err)
+		r.mu.Unlock()
 		return nil, err
 	}
 	if r.closed || (b.entry.Path != "" && r.user[b.entry.Path] != b) {
 		// Closed or replaced while it loaded: nobody else will close it.
-		go p.Close()
+		r.mu.Unlock()
+		p.Close()
 		return nil, &Error{Kind: ErrClosed, Plugin: b.entry.Name, Path: b.entry.Path, Op: "load"}
 	}
+	defer r.mu.Unlock()
 	b.plugin, b.manifest = p, nil
 	b.entry.Loaded, b.entry.Info = true, p.Info()
 	if b.entry.Path != "" {
@@ -477,6 +559,7 @@ func (r *Registry) Close() error {
 	}
 	r.closed = true
 	close(r.done)
+	r.endLife()
 	for _, t := range r.timers {
 		t.Stop()
 	}
@@ -578,10 +661,13 @@ func (r *Registry) debounce(path string) {
 	r.timers[path] = time.AfterFunc(r.opts.WatchDebounce, func() {
 		r.mu.Lock()
 		delete(r.timers, path)
-		closed := r.closed
-		r.mu.Unlock()
-		if !closed {
-			r.reload(context.Background(), path)
+		if r.closed {
+			r.mu.Unlock()
+			return
 		}
+		r.wg.Add(1)
+		r.mu.Unlock()
+		defer r.wg.Done()
+		r.reload(r.life, path)
 	})
 }

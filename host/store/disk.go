@@ -195,6 +195,11 @@ func OpenDisk(dir string, opts DiskOptions) (*Disk, error) {
 // Dir is the directory the store keeps its files in.
 func (d *Disk) Dir() string { return d.dir }
 
+// MaxSessions is how many sessions the store keeps before it removes the
+// one updated longest ago, whoever made it: a service that keeps quotas
+// per tenant stays below it to keep tenants apart.
+func (d *Disk) MaxSessions() int { return d.opts.MaxSessions }
+
 func hashName(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])

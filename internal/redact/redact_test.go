@@ -1,6 +1,9 @@
 package redact
 
 import (
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,4 +36,24 @@ func TestBytesKeepsSliceWhenClean(t *testing.T) {
 	b := []byte("nothing secret here")
 	require.Same(t, &b[0], &Bytes(b)[0])
 	require.Equal(t, "x-api-key: [redacted]", string(Bytes([]byte("x-api-key: sk-ant-0123456789"))))
+}
+
+func TestHandlerRedactsEveryValue(t *testing.T) {
+	var b strings.Builder
+	log := slog.New(Handler(slog.NewTextHandler(&b, nil), "s3cret-value-1234")).With("upstream", "x-api-key: sk-ant-abcdefghijklmnop")
+	log.Warn("call failed with s3cret-value-1234",
+		"err", errors.New(`HTTP 401: {"error":"invalid key sk-proj-abcdefghijklmnopqrstuv"}`),
+		"body", []byte("Authorization: Bearer abcdefghijklmnopqrstuvwxyz"),
+		slog.Group("req", "token", "s3cret-value-1234"), "status", 401)
+	out := b.String()
+	for _, secret := range []string{"s3cret-value-1234", "sk-ant-abcdefghijklmnop", "sk-proj-abcdefghijklmnopqrstuv", "abcdefghijklmnopqrstuvwxyz"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log line shows %q:\n%s", secret, out)
+		}
+	}
+	for _, kept := range []string{"status=401", "HTTP 401", "x-api-key", "req.token=" + Mask} {
+		if !strings.Contains(out, kept) {
+			t.Errorf("the log line lost %q:\n%s", kept, out)
+		}
+	}
 }

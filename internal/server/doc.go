@@ -135,6 +135,13 @@
 //	  a letter or digit. Sessions live in the store (--store): the disk store
 //	  by default, Redis to share them between servers.
 //
+//	  Each token is a tenant: its sessions are reached by it alone, and
+//	  another token's ID answers 404 as one never made. A token keeps at
+//	  most --tenant-max-sessions sessions of --tenant-max-bytes bytes in
+//	  all; a write past that removes the token's own sessions written
+//	  longest ago (never another token's), and a session over the bytes
+//	  alone is refused (507).
+//
 //	The session is a JSON object (an Anthropic or OpenAI request, a SWE-agent
 //	or mini-swe-agent trajectory), an array of canonical messages
 //	({"id","role","content":[blocks]}), or a string holding a JSONL file: a
@@ -176,4 +183,6 @@
 //	  503 store_unavailable the session store did not answer; the other
 //	                        endpoints work on (Retry-After: 1)
 //	  504 timeout           the work outlasted --request-timeout
+//	  507 quota_exceeded    the session alone is over the bytes one token
+//	                        may keep (--tenant-max-bytes)
 package server

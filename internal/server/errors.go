@@ -38,6 +38,7 @@ const (
 	CodeRevisionConflict = "revision_conflict"  // 409: the session is not at if_revision; read it again and retry
 	CodeMethodNotAllowed = "method_not_allowed" // 405: the endpoint takes another method
 	CodeTooLarge         = "too_large"          // 413: the body is over the size limit
+	CodeQuotaExceeded    = "quota_exceeded"     // 507: the session alone is over the bytes a token may keep
 	CodeBusy             = "busy"               // 503: no worker came free within the request timeout
 	CodeStoreUnavailable = "store_unavailable"  // 503: the session store did not answer; retry later
 	CodeTimeout          = "timeout"            // 504: the work did not finish within the request timeout; 408: nor did the body arrive
@@ -53,6 +54,10 @@ type apiError struct {
 	// known (1-based line; byte offset).
 	Line   int    `json:"line,omitempty"`
 	Offset *int64 `json:"offset,omitempty"`
+	// cause is the failure behind a message kept general (a store's
+	// error names its files): the server's log shows it, the client
+	// never does.
+	cause error
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }

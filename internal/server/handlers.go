@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,8 @@ type events struct {
 	mu        sync.Mutex
 	fallbacks []string
 	meter     *Meter // nil when the server runs offline
+	// public words a plugin's failure for the client (Server.public).
+	public func(string) string
 }
 
 func (ev *events) watch(e *host.Engine) {
@@ -33,7 +36,7 @@ func (ev *events) watch(e *host.Engine) {
 		ev.mu.Lock()
 		defer ev.mu.Unlock()
 		if x, ok := x.(*host.FallbackEvent); ok {
-			ev.fallbacks = append(ev.fallbacks, fmt.Sprintf("%s → %s: %v", x.From, x.To, x.Err))
+			ev.fallbacks = append(ev.fallbacks, ev.public(fmt.Sprintf("%s → %s: %v", x.From, x.To, x.Err)))
 		}
 	})
 }
@@ -123,12 +126,14 @@ func (s *Server) open(ctx context.Context, o EngineOptions, session json.RawMess
 
 // requestEngine builds a request's engine, metered and watched.
 func (s *Server) requestEngine(ctx context.Context, o EngineOptions) (*host.Engine, *events, *apiError) {
-	ev := &events{}
+	ev := &events{public: s.public}
 	// A nil *Meter in the interface would be a model that is not there.
 	var model host.ModelClient
 	if s.opts.Model != nil {
 		ev.meter = NewMeter(s.opts.Model)
-		model = ev.meter
+		// The engine lives for this request, its breaker too: the
+		// tenant's breaker holds across its requests and sessions.
+		model = &guardedModel{next: ev.meter, s: s, tenant: callerIn(ctx).tenant}
 	}
 	e, aerr := s.engine(ctx, o, model)
 	if aerr != nil {
@@ -292,9 +297,18 @@ func (s *Server) truncate(w http.ResponseWriter, r *http.Request, body []byte) *
 	return nil
 }
 
-// pluginList is the registry's plugins, sorted by name.
+// pluginList is the registry's plugins, sorted by name, as a client may
+// see them: a plugin's file by its name in the plugins directory, its
+// error without the server's paths.
 func (s *Server) pluginList(r *http.Request) []PluginInfo {
-	return PluginInfos(s.opts.Registry.List(r.Context()))
+	list := PluginInfos(s.opts.Registry.List(r.Context()))
+	for i := range list {
+		if list[i].Path != "" {
+			list[i].Path = filepath.Base(list[i].Path)
+		}
+		list[i].Error = s.public(list[i].Error)
+	}
+	return list
 }
 
 // PluginInfos turns registry entries into the rows /v1/plugins answers
@@ -322,7 +336,7 @@ func (s *Server) plugins(w http.ResponseWriter, r *http.Request, _ []byte) *apiE
 	if list == nil {
 		list = []PluginInfo{}
 	}
-	writeJSON(w, http.StatusOK, PluginsResponse{Dir: s.opts.Registry.Dir(), Plugins: list})
+	writeJSON(w, http.StatusOK, PluginsResponse{Dir: filepath.Base(s.opts.Registry.Dir()), Plugins: list})
 	return nil
 }
 

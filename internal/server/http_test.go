@@ -39,7 +39,7 @@ func TestBodyOverTheLimitIs413(t *testing.T) {
 }
 
 func TestBearerToken(t *testing.T) {
-	_, ts := start(t, func(o *Options) { o.Token = "s3cret-token" })
+	_, ts := start(t, func(o *Options) { o.Tokens = []Token{{Secret: "s3cret-token"}} })
 	for _, tc := range []struct {
 		name, auth string
 		want       int

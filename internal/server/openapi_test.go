@@ -222,7 +222,7 @@ type exchange struct {
 
 func TestOpenAPIMatchesRealAnswers(t *testing.T) {
 	_, ts := start(t, nil)
-	_, locked := start(t, func(o *Options) { o.Token = "s3cret" })
+	_, locked := start(t, func(o *Options) { o.Tokens = []Token{{Secret: "s3cret"}} })
 	_, small := start(t, func(o *Options) { o.MaxRequestBytes = 512 })
 	msgs := codingSession(31, 8, 600)
 	msgs[0].Pinned = true

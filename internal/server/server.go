@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +20,9 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/redact"
 	"github.com/compact-host/compact-host/internal/suggest"
+	"github.com/compact-host/compact-host/internal/tenant"
 )
 
 // Defaults of Options.
@@ -42,8 +43,10 @@ const (
 type Options struct {
 	// Config is the engine configuration every request starts from; a
 	// request's options override parts of it. An engine is built per
-	// request from it, so no state (calibration, circuit breakers)
-	// carries from one request to the next.
+	// request from it, so no state (calibration) carries from one
+	// request to the next, except each tenant's breaker of failed
+	// summary calls (BreakerFailures, BreakerCooldown), which the server
+	// keeps across its requests.
 	Config host.Config
 	// Registry supplies strategies and truncators for the server's life.
 	// A watched registry makes a plugin dropped into its directory usable
@@ -68,9 +71,16 @@ type Options struct {
 	// hold a connection, never a worker. Default 30 seconds; it is cut to
 	// RequestTimeout when that is shorter.
 	BodyTimeout time.Duration
-	// Token, when set, is the bearer token every endpoint but /healthz
-	// requires.
-	Token string
+	// Tokens, when any, are the bearer tokens every endpoint but
+	// /healthz and /openapi.json requires. Each is a tenant: the
+	// sessions one token makes are reached by it alone.
+	Tokens []Token
+	// Tenants derives each token's tenant ID, the scope of its sessions
+	// in the store. Servers that share a store must share its secret.
+	// Nil makes one of its own, good for this process's life only.
+	Tenants *tenant.Keyer
+	// Quota bounds what each tenant keeps in the store.
+	Quota Quota
 	// MaxConcurrent bounds the requests that work at once (compact, check,
 	// truncate); others wait for a worker, within their timeout. Default
 	// 2×GOMAXPROCS.
@@ -85,16 +95,26 @@ type Options struct {
 // Server is the HTTP JSON API over the engine. It is safe for concurrent
 // use; see the package documentation for the endpoints.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	tokenID [sha256.Size]byte
-	slots   chan struct{}
-	routes  map[string]route
+	opts  Options
+	log   *slog.Logger
+	keyer *tenant.Keyer
+	// tokens are the accepted tokens by their tenant.
+	tokens map[tenant.ID]tokenEntry
+	slots  chan struct{}
+	routes map[string]route
 	// sessionRoutes are the routes under /v1/sessions/, by method and
 	// pattern ("GET /v1/sessions/{id}").
 	sessionRoutes map[string]route
 	store         store.Store
 	sessions      store.Sessions
+	// breakers hold each tenant's failed summary calls across its
+	// requests.
+	breakers *tenant.Breakers
+	// secrets are the credentials the server knows, redacted from every
+	// answer and log line; roots the directories of the server that
+	// answers never name (public).
+	secrets []string
+	roots   []string
 }
 
 // route is an endpoint: its method, whether it needs a worker slot, and
@@ -121,6 +141,32 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: Options.BodyTimeout %s is negative", opts.BodyTimeout)
 	case opts.MaxConcurrent < 0:
 		return nil, fmt.Errorf("server: Options.MaxConcurrent %d is negative", opts.MaxConcurrent)
+	case opts.Quota.MaxSessions < 0 || opts.Quota.MaxBytes < 0:
+		return nil, fmt.Errorf("server: Options.Quota %+v is negative", opts.Quota)
+	case opts.Quota.MaxSessions > MaxTenantSessions:
+		return nil, fmt.Errorf("server: Options.Quota.MaxSessions %d is over %d", opts.Quota.MaxSessions, MaxTenantSessions)
+	}
+	if opts.Quota.MaxSessions == 0 {
+		opts.Quota.MaxSessions = DefaultTenantMaxSessions
+	}
+	if opts.Quota.MaxBytes == 0 {
+		opts.Quota.MaxBytes = DefaultTenantMaxBytes
+	}
+	if opts.Tenants == nil {
+		opts.Tenants = tenant.NewRandomKeyer()
+	}
+	tokens := map[tenant.ID]tokenEntry{}
+	var secrets []string
+	for i, t := range opts.Tokens {
+		if strings.TrimSpace(t.Secret) != t.Secret || t.Secret == "" {
+			return nil, fmt.Errorf("server: Options.Tokens[%d] (%q): a token cannot be empty nor have surrounding space", i, t.Name)
+		}
+		id := opts.Tenants.Of(t.Secret)
+		if prev, dup := tokens[id]; dup {
+			return nil, fmt.Errorf("server: Options.Tokens[%d] (%q) is the same token as %q", i, t.Name, prev.name)
+		}
+		tokens[id] = tokenEntry{sum: sha256.Sum256([]byte(t.Secret)), name: t.Name}
+		secrets = append(secrets, t.Secret)
 	}
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
@@ -137,6 +183,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Engines and plugins log through it too: an upstream body they
+	// quote loses its credentials on the way.
+	opts.Logger = slog.New(redact.Handler(opts.Logger.Handler(), secrets...))
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -147,10 +196,9 @@ func New(opts Options) (*Server, error) {
 	if !ok {
 		return nil, fmt.Errorf("server: Options.Store %T keeps no sessions (store.Sessions)", opts.Store)
 	}
-	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent), store: opts.Store, sessions: sessions}
-	if opts.Token != "" {
-		s.tokenID = sha256.Sum256([]byte(opts.Token))
-	}
+	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent), store: opts.Store, sessions: sessions,
+		secrets: secrets, roots: privateRoots(opts.Registry.Dir(), storeDir(opts.Store)), keyer: opts.Tenants, tokens: tokens,
+		breakers: tenant.NewBreakers(breakerSettings(opts.Config))}
 	s.routes = map[string]route{
 		"/healthz":      {method: http.MethodGet, open: true, handle: s.health},
 		"/openapi.json": {method: http.MethodGet, open: true, handle: s.openapi},
@@ -168,6 +216,27 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// storeDir is the directory of a store kept in files, or "".
+func storeDir(st store.Store) string {
+	if d, ok := st.(interface{ Dir() string }); ok {
+		return d.Dir()
+	}
+	return ""
+}
+
+// breakerSettings are the engine's breaker settings, or the engine's
+// defaults for those not set.
+func breakerSettings(c host.Config) (int, time.Duration) {
+	failures, cooldown := c.BreakerFailures, c.BreakerCooldown
+	if failures <= 0 {
+		failures = 3
+	}
+	if cooldown <= 0 {
+		cooldown = 5 * time.Minute
+	}
+	return failures, cooldown
+}
+
 // Handler returns the API's handler.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
@@ -176,6 +245,8 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// tenant is whom the request acted for, once authorized.
+	tenant tenant.ID
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -207,21 +278,32 @@ func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
 			}
 			s.log.Error("handler panic", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
 			if w.status == 0 {
-				writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "the server failed: %v", p))
+				writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "the server failed: %s", s.public(fmt.Sprint(p))))
 			}
 		}
-		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", w.status, "bytes_in", r.ContentLength,
+		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "tenant", w.tenant, "status", w.status, "bytes_in", r.ContentLength,
 			"bytes_out", w.bytes, "duration_ms", float64(time.Since(began).Microseconds())/1000)
 	}()
 	if aerr := s.dispatch(w, r); aerr != nil {
-		if aerr.Status >= 500 {
-			s.log.Warn("request failed", "path", r.URL.Path, "status", aerr.Status, "code", aerr.Code, "err", aerr.Message)
+		// The log gets the whole story; the client what it may read.
+		public := s.public(aerr.Message)
+		if aerr.Status >= 500 || public != aerr.Message || aerr.cause != nil {
+			level := slog.LevelInfo
+			if aerr.Status >= 500 {
+				level = slog.LevelWarn
+			}
+			attrs := []any{"path", r.URL.Path, "status", aerr.Status, "code", aerr.Code, "err", aerr.Message}
+			if aerr.cause != nil {
+				attrs = append(attrs, "cause", aerr.cause)
+			}
+			s.log.Log(r.Context(), level, "request failed", attrs...)
 		}
+		aerr.Message = public
 		writeError(w, aerr)
 	}
 }
 
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
+func (s *Server) dispatch(w *statusWriter, r *http.Request) *apiError {
 	rt, ok := s.routes[r.URL.Path]
 	allow := rt.method
 	if !ok {
@@ -234,12 +316,17 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 		w.Header().Set("Allow", allow)
 		return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, allow, r.Method)
 	}
-	if !rt.open && !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host"`)
-		if r.Header.Get("Authorization") != "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host", error="invalid_token"`)
+	if !rt.open {
+		c, ok := s.authorize(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host"`)
+			if r.Header.Get("Authorization") != "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host", error="invalid_token"`)
+			}
+			return errorf(http.StatusUnauthorized, CodeUnauthorized, "send one of the server's tokens as \"Authorization: Bearer <token>\"")
 		}
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "send the server's token as \"Authorization: Bearer <token>\"")
+		r = withCaller(r, c)
+		w.tenant = c.tenant
 	}
 	ctx := r.Context()
 	if s.opts.RequestTimeout > 0 {
@@ -289,20 +376,6 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) *apiError {
 
 func (s *Server) tooLarge() *apiError {
 	return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "the body is over the server's limit of %d bytes; keep the session on the server (/v1/sessions) and send only the new messages", s.opts.MaxRequestBytes)
-}
-
-// authorized compares the bearer token in constant time. Hashing both
-// sides first hides the token's length too.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
-		return true
-	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(got[:], s.tokenID[:]) == 1
 }
 
 // decode reads body into v, rejecting unknown fields and trailing data.
@@ -364,7 +437,7 @@ func (s *Server) engine(ctx context.Context, o EngineOptions, model host.ModelCl
 				return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: no plugin provides it; the strategies are %s%s",
 					o.Strategy, strings.Join(names, ", "), suggest.Hint(o.Strategy, names))
 			}
-			return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: %v", o.Strategy, err)
+			return nil, errorf(http.StatusBadRequest, CodeUnknownStrategy, "options.strategy %q: %s", o.Strategy, s.public(err.Error()))
 		}
 		cfg.Strategy = o.Strategy
 	}

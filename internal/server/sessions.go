@@ -108,6 +108,16 @@ func sessionID(r *http.Request) (string, *apiError) {
 	return id, nil
 }
 
+// sessionRefOf is the request's session: its ID, checked, in the scope
+// of the request's tenant.
+func sessionRefOf(r *http.Request) (sessionRef, *apiError) {
+	id, aerr := sessionID(r)
+	if aerr != nil {
+		return sessionRef{}, aerr
+	}
+	return refOf(r, id), nil
+}
+
 func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
@@ -118,47 +128,50 @@ type sessionSettings struct {
 	Options CompactOptions `json:"options"`
 }
 
-// storeError maps a store failure of session id to an answer.
-func storeError(ctx context.Context, id string, err error) *apiError {
+// storeError maps a store failure of session ref to an answer.
+func storeError(ctx context.Context, ref sessionRef, err error) *apiError {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return errorf(http.StatusNotFound, CodeSessionNotFound, "no session %q: create it with PUT %s%s", id, sessionsPath, id)
+		return errorf(http.StatusNotFound, CodeSessionNotFound, "no session %q: create it with PUT %s%s", ref.id, sessionsPath, ref.id)
 	case errors.Is(err, store.ErrConflict):
-		return errorf(http.StatusConflict, CodeRevisionConflict, "%v; read the session again (GET %s%s) and retry", err, sessionsPath, id)
+		return errorf(http.StatusConflict, CodeRevisionConflict, "%s; read the session again (GET %s%s) and retry", ref.unscoped(err.Error()), sessionsPath, ref.id)
 	case errors.Is(err, store.ErrSessionTooLarge):
-		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%v", err)
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%s", ref.unscoped(err.Error()))
 	case ctx.Err() != nil:
 		return workError(ctx, "the session's store", err)
 	}
-	return errorf(http.StatusServiceUnavailable, CodeStoreUnavailable, "the session store did not answer: %v; retry later", err)
+	// A store's errors name its files or its address: the log has them.
+	aerr := errorf(http.StatusServiceUnavailable, CodeStoreUnavailable, "the session store did not answer; retry later")
+	aerr.cause = err
+	return aerr
 }
 
 // lockSession takes the session's lock, waiting for another writer's
 // within the request's deadline.
-func (s *Server) lockSession(ctx context.Context, id string) (store.Lock, *apiError) {
+func (s *Server) lockSession(ctx context.Context, ref sessionRef) (store.Lock, *apiError) {
 	wait := 2 * time.Millisecond
 	for {
-		l, err := s.store.Lock(ctx, sessionPrefix+id, sessionLease)
+		l, err := s.store.Lock(ctx, sessionPrefix+ref.key, sessionLease)
 		if err == nil {
 			return l, nil
 		}
 		if !errors.Is(err, store.ErrLocked) {
-			return nil, storeError(ctx, id, err)
+			return nil, storeError(ctx, ref, err)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, errorf(http.StatusServiceUnavailable, CodeBusy, "session %q stayed locked by another writer until the request timed out; retry", id)
+			return nil, errorf(http.StatusServiceUnavailable, CodeBusy, "session %q stayed locked by another writer until the request timed out; retry", ref.id)
 		case <-t.C:
 		}
 		wait = min(wait*2, 100*time.Millisecond)
 	}
 }
 
-func (s *Server) unlock(ctx context.Context, id string, l store.Lock) {
+func (s *Server) unlock(ctx context.Context, ref sessionRef, l store.Lock) {
 	if err := l.Release(context.WithoutCancel(ctx)); err != nil {
-		s.log.Warn("session lock", "session", id, "err", err)
+		s.log.Warn("session lock", "session", ref.id, "tenant", ref.tenant, "err", err)
 	}
 }
 
@@ -171,29 +184,29 @@ type loaded struct {
 	session  *host.Session
 }
 
-// load reads the stored session id into a new engine built with its
+// load reads the stored session ref into a new engine built with its
 // options.
-func (s *Server) load(ctx context.Context, id string) (*loaded, *apiError) {
-	st, err := s.sessions.GetSession(ctx, id)
+func (s *Server) load(ctx context.Context, ref sessionRef) (*loaded, *apiError) {
+	st, err := s.sessions.GetSession(ctx, ref.key)
 	if err != nil {
-		return nil, storeError(ctx, id, err)
+		return nil, storeError(ctx, ref, err)
 	}
 	ld := &loaded{stored: st}
 	if len(st.Settings) > 0 {
 		if err := json.Unmarshal(st.Settings, &ld.settings); err != nil {
-			return nil, errorf(http.StatusInternalServerError, CodeInternal, "session %q: its stored options do not read: %v", id, err)
+			return nil, errorf(http.StatusInternalServerError, CodeInternal, "session %q: its stored options do not read: %v", ref.id, err)
 		}
 	}
 	var aerr *apiError
 	if ld.engine, ld.events, aerr = s.requestEngine(ctx, ld.settings.Options.EngineOptions); aerr != nil {
 		return nil, aerr
 	}
-	ld.session, err = ld.engine.ReadSessionContext(ctx, bytes.NewReader(st.Messages), "session "+id)
+	ld.session, err = ld.engine.ReadSessionContext(ctx, bytes.NewReader(st.Messages), "session "+ref.id)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, workError(ctx, "reading the session", err)
 		}
-		return nil, errorf(http.StatusInternalServerError, CodeInternal, "session %q: its stored log does not replay: %v", id, err)
+		return nil, errorf(http.StatusInternalServerError, CodeInternal, "session %q: its stored log does not replay: %v", ref.id, err)
 	}
 	return ld, nil
 }
@@ -238,7 +251,7 @@ func (s *Server) gate(ctx context.Context, e *host.Engine, ev *events, sess *hos
 // compacted at once if it is over its threshold.
 func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte) *apiError {
 	began := time.Now()
-	id, aerr := sessionID(r)
+	ref, aerr := sessionRefOf(r)
 	if aerr != nil {
 		return aerr
 	}
@@ -271,11 +284,11 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 		return errorf(http.StatusInternalServerError, CodeInternal, "encode the options: %v", err)
 	}
 
-	l, aerr := s.lockSession(ctx, id)
+	l, aerr := s.lockSession(ctx, ref)
 	if aerr != nil {
 		return aerr
 	}
-	defer s.unlock(ctx, id, l)
+	defer s.unlock(ctx, ref, l)
 	rep, _, aerr := s.gate(ctx, e, ev, sess, req.Options, began)
 	if aerr != nil {
 		return aerr
@@ -284,17 +297,20 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 	if req.IfRevision != nil {
 		ifRev = *req.IfRevision
 	}
-	st := &store.Session{ID: id, Settings: settings}
+	st := &store.Session{ID: ref.key, Settings: settings}
 	c, summary := activeSummary(sess)
 	if c != nil {
 		st.Compactions = 1
 		c.ID = "c1"
-		if st.LatestRecord, aerr = s.putRecord(ctx, id, c, summary, rep); aerr != nil {
+		if st.LatestRecord, aerr = s.putRecord(ctx, ref, c, summary, rep); aerr != nil {
 			return aerr
 		}
 	}
 	if st.Messages, err = trimmedLog(sess, c); err != nil {
 		return errorf(http.StatusInternalServerError, CodeInternal, "write the session log: %v", err)
+	}
+	if aerr := s.reserve(ctx, ref, int64(len(st.Messages)+len(st.Settings))); aerr != nil {
+		return aerr
 	}
 	// A PUT replaces: the revision it read is what it replaces, unless
 	// the client named one.
@@ -302,12 +318,12 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 	for attempt := 0; ; attempt++ {
 		rev := ifRev
 		if req.IfRevision == nil {
-			cur, err := s.sessions.GetSession(ctx, id)
+			cur, err := s.sessions.GetSession(ctx, ref.key)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				rev = 0
 			case err != nil:
-				return storeError(ctx, id, err)
+				return storeError(ctx, ref, err)
 			default:
 				rev = cur.Revision
 			}
@@ -317,12 +333,12 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 			continue
 		}
 		if err != nil {
-			return storeError(ctx, id, err)
+			return storeError(ctx, ref, err)
 		}
 		created = rev == 0
 		break
 	}
-	up := s.update(id, st, sess, rep)
+	up := s.update(ref.id, st, sess, rep)
 	up.Created = created
 	up.Warnings = in.Warnings
 	status := http.StatusOK
@@ -353,7 +369,7 @@ func checkSessionOptions(o CompactOptions, ifRevision *int64) *apiError {
 // mistyped ID never starts a new conversation.
 func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []byte) *apiError {
 	began := time.Now()
-	id, aerr := sessionID(r)
+	ref, aerr := sessionRefOf(r)
 	if aerr != nil {
 		return aerr
 	}
@@ -376,20 +392,20 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 		return badRequest("messages: the array holds no messages")
 	}
 	ctx := r.Context()
-	l, aerr := s.lockSession(ctx, id)
+	l, aerr := s.lockSession(ctx, ref)
 	if aerr != nil {
 		return aerr
 	}
-	defer s.unlock(ctx, id, l)
+	defer s.unlock(ctx, ref, l)
 
 	for attempt := 0; ; attempt++ {
-		ld, aerr := s.load(ctx, id)
+		ld, aerr := s.load(ctx, ref)
 		if aerr != nil {
 			return aerr
 		}
 		cur := ld.stored
 		if req.IfRevision != nil && *req.IfRevision != cur.Revision {
-			return storeError(ctx, id, fmt.Errorf("session %q is at revision %d, not %d: %w", id, cur.Revision, *req.IfRevision, store.ErrConflict))
+			return storeError(ctx, ref, fmt.Errorf("session %q is at revision %d, not %d: %w", ref.id, cur.Revision, *req.IfRevision, store.ErrConflict))
 		}
 		sess := ld.session
 		msgs, warnings, aerr := parseMessages(raw, req.Format, sess.Context())
@@ -407,7 +423,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 		if aerr != nil {
 			return aerr
 		}
-		st := &store.Session{ID: id, Settings: cur.Settings, LatestRecord: cur.LatestRecord, Compactions: cur.Compactions}
+		st := &store.Session{ID: ref.key, Settings: cur.Settings, LatestRecord: cur.LatestRecord, Compactions: cur.Compactions}
 		var err error
 		if rep.Action == sessionio.ActionNone {
 			// Only the new lines travel to the store.
@@ -415,18 +431,24 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 			if lines, err = entryLines(sess.Messages()[before:]); err != nil {
 				return errorf(http.StatusInternalServerError, CodeInternal, "encode the messages: %v", err)
 			}
-			st.Revision, err = s.sessions.AppendSession(ctx, id, lines, cur.Revision)
+			if aerr := s.reserve(ctx, ref, int64(len(cur.Messages)+len(cur.Settings)+len(lines))); aerr != nil {
+				return aerr
+			}
+			st.Revision, err = s.sessions.AppendSession(ctx, ref.key, lines, cur.Revision)
 		} else {
 			c, summary := activeSummary(sess)
 			if c != nil && compacted {
 				st.Compactions++
 				c.ID = "c" + strconv.Itoa(st.Compactions)
-				if st.LatestRecord, aerr = s.putRecord(ctx, id, c, summary, rep); aerr != nil {
+				if st.LatestRecord, aerr = s.putRecord(ctx, ref, c, summary, rep); aerr != nil {
 					return aerr
 				}
 			}
 			if st.Messages, err = trimmedLog(sess, c); err != nil {
 				return errorf(http.StatusInternalServerError, CodeInternal, "write the session log: %v", err)
+			}
+			if aerr := s.reserve(ctx, ref, int64(len(st.Messages)+len(st.Settings))); aerr != nil {
+				return aerr
 			}
 			st.Revision, err = s.sessions.PutSession(ctx, st, cur.Revision)
 		}
@@ -437,9 +459,9 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 			continue
 		}
 		if err != nil {
-			return storeError(ctx, id, err)
+			return storeError(ctx, ref, err)
 		}
-		up := s.update(id, st, sess, rep)
+		up := s.update(ref.id, st, sess, rep)
 		up.Appended, up.Warnings = len(msgs), warnings
 		sess.Close()
 		writeJSON(w, http.StatusOK, up)
@@ -460,26 +482,26 @@ func (s *Server) update(id string, st *store.Session, sess *host.Session, rep *C
 // putRecord keeps the compaction as a record of the store, under the
 // session's conversation, so that the record of a session's latest
 // compaction is where the proxy's are.
-func (s *Server) putRecord(ctx context.Context, id string, c *host.Compaction, summary abi.Message, rep *CompactReport) (string, *apiError) {
+func (s *Server) putRecord(ctx context.Context, ref sessionRef, c *host.Compaction, summary abi.Message, rep *CompactReport) (string, *apiError) {
 	summary.ID = "summary-" + c.ID
 	replacement, err := json.Marshal([]abi.Message{summary})
 	if err != nil {
 		return "", errorf(http.StatusInternalServerError, CodeInternal, "encode the summary: %v", err)
 	}
 	rec := &store.Record{
-		Key: sessionPrefix + id + ":" + c.ID + ":" + strconv.FormatInt(c.Time.UnixNano(), 36), Conversation: sessionPrefix + id,
+		Key: sessionPrefix + ref.key + ":" + c.ID + ":" + strconv.FormatInt(c.Time.UnixNano(), 36), Conversation: sessionPrefix + ref.key,
 		FoldedCount: c.MessagesFolded, Replacement: replacement, Summary: c.Summary, Strategy: c.Strategy, Offline: c.Offline,
 		TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter, CostUSD: rep.CostUSD, CreatedAt: c.Time,
 	}
 	if err := s.store.Put(ctx, rec); err != nil {
-		return "", storeError(ctx, id, err)
+		return "", storeError(ctx, ref, err)
 	}
 	return rec.Key, nil
 }
 
 // getSession serves GET /v1/sessions/{id}.
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request, _ []byte) *apiError {
-	id, aerr := sessionID(r)
+	ref, aerr := sessionRefOf(r)
 	if aerr != nil {
 		return aerr
 	}
@@ -491,13 +513,13 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, _ []byte) *a
 		return aerr
 	}
 	ctx := r.Context()
-	ld, aerr := s.load(ctx, id)
+	ld, aerr := s.load(ctx, ref)
 	if aerr != nil {
 		return aerr
 	}
 	defer ld.session.Close()
 	msgs := ld.session.Context()
-	view := SessionView{ID: id, Revision: ld.stored.Revision, OutputFormat: format, Tokens: ld.session.ContextTokens(),
+	view := SessionView{ID: ref.id, Revision: ld.stored.Revision, OutputFormat: format, Tokens: ld.session.ContextTokens(),
 		Compactions: ld.stored.Compactions, UpdatedAt: ld.stored.UpdatedAt}
 	if c := activeCompaction(ld.session); c != nil {
 		view.Summary = c.Summary
@@ -512,15 +534,16 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, _ []byte) *a
 
 // deleteSession serves DELETE /v1/sessions/{id}.
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, _ []byte) *apiError {
-	id, aerr := sessionID(r)
+	ref, aerr := sessionRefOf(r)
 	if aerr != nil {
 		return aerr
 	}
 	ctx := r.Context()
-	if err := s.sessions.DeleteSession(ctx, id); err != nil {
-		return storeError(ctx, id, err)
+	if err := s.sessions.DeleteSession(ctx, ref.key); err != nil {
+		return storeError(ctx, ref, err)
 	}
-	writeJSON(w, http.StatusOK, SessionDeleted{ID: id, Deleted: true})
+	s.release(ctx, ref)
+	writeJSON(w, http.StatusOK, SessionDeleted{ID: ref.id, Deleted: true})
 	return nil
 }
 

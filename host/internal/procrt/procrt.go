@@ -63,6 +63,9 @@ type process struct {
 	// tail keeps the end of the raw stderr, for the error of a plugin
 	// that fails before its handshake.
 	tail *stderrTail
+	// cancel ends the context the process was started with, which
+	// kills its group.
+	cancel context.CancelFunc
 }
 
 // Start starts the process, completes the handshake and asks for Info.
@@ -77,7 +80,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Plugin{cfg: cfg}
-	if _, err := p.conn(); err != nil {
+	if _, err := p.conn(ctx); err != nil {
 		return nil, err
 	}
 	// Info answers at once from any honest plugin; one that does not is
@@ -109,8 +112,9 @@ func (p *Plugin) errorf(kind error, op, format string, args ...any) error {
 }
 
 // conn returns the live connection, starting the process if there is
-// none: at the first call, or after a crash.
-func (p *Plugin) conn() (*process, error) {
+// none: at the first call, or after a crash. ctx ending while the process
+// starts kills it.
+func (p *Plugin) conn(ctx context.Context) (*process, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -124,7 +128,7 @@ func (p *Plugin) conn() (*process, error) {
 		p.proc.kill()
 		p.proc = nil
 	}
-	proc, err := p.start()
+	proc, err := p.start(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -203,12 +207,24 @@ type startError struct {
 func (e *startError) Error() string { return e.err.Error() + e.tail }
 func (e *startError) Unwrap() error { return e.err }
 
-func (p *Plugin) start() (*process, error) {
+func (p *Plugin) start(ctx context.Context) (*process, error) {
 	protectHost(p.cfg.Logger)
-	cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
+	// go-plugin's handshake wait takes no context, and its Kill waits for
+	// the handshake to end: the process's own context is the one way to
+	// stop a process that hangs there when the caller gives up (the
+	// registry closing, serve stopping). It lives as long as the process;
+	// the caller's context only reaches it until the handshake is done.
+	procCtx, procCancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(procCtx, p.cfg.Command, p.cfg.Args...)
+	cmd.Cancel = func() error {
+		killGroup(cmd.Process.Pid)
+		_ = cmd.Process.Kill()
+		return nil
+	}
 	// go-plugin reads the whole executable to check its checksum: a
 	// device or a FIFO there would never end the read.
 	if info, err := os.Stat(cmd.Path); err == nil && !info.Mode().IsRegular() {
+		procCancel()
 		return nil, p.errorf(pluginapi.ErrInvalidPlugin, "start", "%s is not a regular file (mode %s)", cmd.Path, info.Mode().Type())
 	}
 	cmd.Dir = p.cfg.Dir
@@ -242,14 +258,23 @@ func (p *Plugin) start() (*process, error) {
 		SyncStdout:       syncOut,
 		SyncStderr:       syncErr,
 	})
-	proc := &process{client: client, stderr: stderr, syncOut: syncOut, syncErr: syncErr, tail: tail}
+	proc := &process{client: client, stderr: stderr, syncOut: syncOut, syncErr: syncErr, tail: tail, cancel: procCancel}
+	stopWatch := context.AfterFunc(ctx, procCancel)
 	rpc, err := client.Client()
 	if cmd.Process != nil {
 		// With Setpgid the group's ID is the plugin's PID.
 		proc.pgid = cmd.Process.Pid
 	}
+	if !stopWatch() && err == nil {
+		// ctx ended as the handshake finished: the process may have
+		// been killed after it answered.
+		err = context.Cause(ctx)
+	}
 	if err != nil {
 		proc.kill()
+		if cerr := pluginapi.ContextErr(ctx); cerr != nil {
+			return nil, p.errorf(pluginapi.ErrHandshake, "start", "%w: given up while starting: %w", pluginapi.ErrDeadlineExceeded, cerr)
+		}
 		if sub := pluginVersionRE.FindStringSubmatch(err.Error()); sub != nil {
 			want, _ := strconv.Atoi(sub[1])
 			return nil, p.errorf(pluginapi.ErrVersionMismatch, "start", "%w", &pluginapi.VersionError{Want: want, Have: abi.Major})
@@ -288,6 +313,7 @@ func (p *Plugin) start() (*process, error) {
 func (pr *process) kill() {
 	pr.stderr.killing.Store(true)
 	killGroup(pr.pgid)
+	pr.cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -336,7 +362,7 @@ func (p *Plugin) Call(ctx context.Context, svc pluginapi.Services, export string
 	if err := pluginapi.ContextErr(ctx); err != nil {
 		return nil, p.errorf(pluginapi.ErrDeadlineExceeded, op, "%w", err)
 	}
-	proc, err := p.conn()
+	proc, err := p.conn(ctx)
 	if err != nil {
 		if cerr := pluginapi.ContextErr(ctx); cerr != nil {
 			return nil, p.errorf(pluginapi.ErrDeadlineExceeded, op, "%w (while starting the process: %v)", cerr, err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
+	"github.com/compact-host/compact-host/internal/proctest"
 )
 
 var (
@@ -402,4 +403,28 @@ func TestStderrTailIsBounded(t *testing.T) {
 	assert.Less(t, len(text), 2*maxStderrTail, "the tail, indented")
 	assert.Contains(t, text, "\n    line 999")
 	assert.Contains(t, text, "ended with:\n    …\n    line ")
+}
+
+// A caller that gives up while the plugin hangs before its handshake (the
+// registry closing, serve stopping) gets its answer at once, and the
+// process is killed and reaped, not left running until the handshake
+// timeout, or for ever once the host has exited.
+func TestGivingUpDuringTheHandshakeKillsTheProcess(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Start(ctx, Config{
+			Command: binary(t, "nohandshake"), Args: []string{pidFile},
+			HandshakeTimeout: time.Hour,
+		})
+		done <- err
+	}()
+	pid := proctest.ReadPID(t, pidFile, time.Minute)
+	cancel()
+	var err error
+	within(t, "Start after its context ended", func() { err = <-done })
+	require.ErrorIs(t, err, pluginapi.ErrHandshake)
+	assert.ErrorIs(t, err, context.Canceled)
+	proctest.RequireGone(t, pid, time.Minute)
 }
