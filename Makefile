@@ -66,7 +66,9 @@ vet: ## go vet every package of every module
 RACE_EXCLUDED := cmd/compact-host internal/cli internal/eval host/formats% host/plugintest examples% plugins% bench%
 RACE_PACKAGES = $(filter-out $(addprefix $(MODULE_PATH)/,$(RACE_EXCLUDED)),$(shell $(GO) list $(PACKAGES)))
 
-race: ## run the tests of RACE_PACKAGES under the race detector
+# Its packages include the ones that drive Node packages (the proxy's
+# SDK tests, the real agents), so it installs them as make test does.
+race: $(NPM_STAMPS) ## run the tests of RACE_PACKAGES under the race detector
 	GO=$(GO) $(GO) run ./internal/testsummary -race $(RACE_PACKAGES)
 
 # go mod tidy ignores go.work (golang/go#50750), and the go.mod files
