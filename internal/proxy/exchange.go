@@ -66,7 +66,7 @@ type exchange struct {
 // hides the request's own credentials.
 func (p *Proxy) newExchange(kind, path string, header http.Header, cred credentials) *exchange {
 	return &exchange{p: p, kind: kind, began: time.Now(), header: header, path: path, cred: cred,
-		log: slog.New(p.logs.withKnown(cred.known...)).With("kind", kind)}
+		log: slog.New(p.logs.WithKnown(cred.known...)).With("kind", kind)}
 }
 
 // Request actions.
@@ -113,7 +113,7 @@ func (x *exchange) providerKind() string {
 func (x *exchange) prepare(ctx context.Context, body []byte) {
 	x.out, x.action = body, actionForwarded
 	x.offline = x.p.o.Offline
-	if !x.offline && x.p.breakers.open(x.cred.tenant, time.Now()) {
+	if !x.offline && x.p.breakers.Open(x.cred.tenant, time.Now()) {
 		// The tenant's summary calls failed again and again: this
 		// request's compaction is made offline, and costs no wait.
 		x.offline = true

@@ -20,6 +20,7 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/redact"
 	"github.com/compact-host/compact-host/internal/tenant"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -150,9 +151,9 @@ type Options struct {
 type Proxy struct {
 	o        Options
 	log      *slog.Logger
-	logs     *redactHandler
+	logs     *redact.LogHandler
 	keyer    *tenant.Keyer
-	breakers *breakers
+	breakers *tenant.Breakers
 	// slots holds a token per body being read into memory.
 	slots   chan struct{}
 	m       *metrics
@@ -232,7 +233,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	// Every line the proxy and its engines log passes one redaction.
-	logs := newRedactHandler(o.Logger.Handler())
+	logs := redact.Handler(o.Logger.Handler())
 	failures, cooldown := o.Config.BreakerFailures, o.Config.BreakerCooldown
 	if failures <= 0 {
 		failures = DefaultBreakerFailures
@@ -241,7 +242,7 @@ func New(o Options) (*Proxy, error) {
 		cooldown = DefaultBreakerCooldown
 	}
 	p := &Proxy{o: o, log: slog.New(logs), logs: logs, m: newMetrics(), keyer: o.TenantKeyer,
-		breakers: newBreakers(failures, cooldown), slots: make(chan struct{}, o.MaxBodyReads)}
+		breakers: tenant.NewBreakers(failures, cooldown), slots: make(chan struct{}, o.MaxBodyReads)}
 	p.metrics = promhttp.HandlerFor(p.m.reg, promhttp.HandlerOpts{})
 	up := o.Upstream
 	p.rp = &httputil.ReverseProxy{

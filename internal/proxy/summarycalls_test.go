@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compact-host/compact-host/internal/redact"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -77,7 +78,7 @@ func TestNoKeyInAnyLogLine(t *testing.T) {
 
 func TestRedactHandlerHidesEveryForm(t *testing.T) {
 	var out syncBuffer
-	h := newRedactHandler(newJSONLogger(&out).Handler()).withKnown("opaque-known-value")
+	h := redact.Handler(newJSONLogger(&out).Handler()).WithKnown("opaque-known-value")
 	log := slog.New(h).With("header", "x-api-key: sk-ant-api03-abcdefgh1234")
 	log.Error("failed: Bearer abcdefghijklmnop", "err", fmt.Errorf("upstream said %s", "opaque-known-value"),
 		"nested", map[string]string{"Authorization": "opaque-known-value"}, slog.Group("g", slog.String("k", "sk-proj-abcdefgh12345678")))

@@ -114,7 +114,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		status = 499
 	}
 	known := p.credentialsOf(r).known
-	slog.New(p.logs.withKnown(known...)).Warn("upstream request failed", "kind", kind, "path", r.URL.Path, "err", err)
+	slog.New(p.logs.WithKnown(known...)).Warn("upstream request failed", "kind", kind, "path", r.URL.Path, "err", err)
 	p.writeError(w, kind, status, typ, "compact-host proxy: the upstream could not be reached: "+err.Error(), known)
 }
 

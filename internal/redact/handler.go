@@ -11,18 +11,34 @@ import (
 // formatted as text included, within groups too. A log line then cannot
 // carry a credential that an upstream body, an error or a caller's input
 // quoted, whichever code wrote it.
-func Handler(h slog.Handler, known ...string) slog.Handler {
-	return &handler{next: h, known: known}
+// A handler that already redacts is not wrapped twice: known is added to
+// the values it hides.
+func Handler(h slog.Handler, known ...string) *LogHandler {
+	if r, ok := h.(*LogHandler); ok {
+		return r.WithKnown(known...)
+	}
+	return &LogHandler{next: h, known: known}
 }
 
-type handler struct {
+// LogHandler is the slog.Handler Handler returns.
+type LogHandler struct {
 	next  slog.Handler
 	known []string
 }
 
-func (h *handler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+// WithKnown returns a handler that also hides the exact values in known:
+// the secrets of one request, for keys of no recognizable shape that an
+// upstream quotes back.
+func (h *LogHandler) WithKnown(known ...string) *LogHandler {
+	if len(known) == 0 {
+		return h
+	}
+	return &LogHandler{next: h.next, known: append(append([]string(nil), h.known...), known...)}
+}
 
-func (h *handler) Handle(ctx context.Context, r slog.Record) error {
+func (h *LogHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *LogHandler) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, String(r.Message, h.known...), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(h.attr(a))
@@ -31,21 +47,21 @@ func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 	return h.next.Handle(ctx, out)
 }
 
-func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+func (h *LogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	clean := make([]slog.Attr, len(attrs))
 	for i, a := range attrs {
 		clean[i] = h.attr(a)
 	}
-	return &handler{next: h.next.WithAttrs(clean), known: h.known}
+	return &LogHandler{next: h.next.WithAttrs(clean), known: h.known}
 }
 
-func (h *handler) WithGroup(name string) slog.Handler {
-	return &handler{next: h.next.WithGroup(name), known: h.known}
+func (h *LogHandler) WithGroup(name string) slog.Handler {
+	return &LogHandler{next: h.next.WithGroup(name), known: h.known}
 }
 
 // attr is a with its value redacted; numbers, booleans, times and
 // durations hold no credential and pass as they are.
-func (h *handler) attr(a slog.Attr) slog.Attr {
+func (h *LogHandler) attr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:
@@ -76,3 +92,5 @@ func (h *handler) attr(a slog.Attr) slog.Attr {
 	}
 	return slog.Attr{Key: a.Key, Value: v}
 }
+
+var _ slog.Handler = (*LogHandler)(nil)
