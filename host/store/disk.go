@@ -122,6 +122,11 @@ type Disk struct {
 	// Eviction's view of the records directory, under mu.
 	files map[string]*recordFile
 	scan  uint64
+
+	// stampMu guards lastStamp, the modification time last given to a
+	// session file (see stampSession).
+	stampMu   sync.Mutex
+	lastStamp time.Time
 }
 
 const recordFormat = 1

@@ -184,10 +184,30 @@ func (d *Disk) writeSession(s *Session) error {
 	if err != nil {
 		return fmt.Errorf("store: encode session %q: %w", s.ID, err)
 	}
-	if err := atomicfile.Write(d.sessionPath(s.ID), 0o600, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+	path := d.sessionPath(s.ID)
+	if err := atomicfile.Write(path, 0o600, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 		return d.unavailable(err)
 	}
+	d.stampSession(path)
 	return nil
+}
+
+// stampSession sets a session file's modification time to a time later
+// than any this store gave before. Eviction removes the sessions updated
+// longest ago by that time, and the kernel stamps files from a coarse
+// clock: two writes a few milliseconds apart could carry the same time
+// and be evicted in either order.
+func (d *Disk) stampSession(path string) {
+	d.stampMu.Lock()
+	now := time.Now()
+	if !now.After(d.lastStamp) {
+		now = d.lastStamp.Add(time.Microsecond)
+	}
+	d.lastStamp = now
+	d.stampMu.Unlock()
+	if err := os.Chtimes(path, now, now); err != nil {
+		d.opts.Logger.Warn("store: stamp session", "file", path, "err", err)
+	}
 }
 
 func (d *Disk) DeleteSession(ctx context.Context, id string) error {
