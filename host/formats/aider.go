@@ -31,7 +31,8 @@ func readAider(r *bufio.Reader, s *Session) error {
 	if len(data) > maxDocSize {
 		return &ParseError{Offset: maxDocSize, Format: Aider, Reason: "document larger than 1 GiB"}
 	}
-	text := strings.TrimPrefix(string(data), "\xef\xbb\xbf")
+	// Invalid UTF-8 becomes U+FFFD, as the JSON readers decode it.
+	text := strings.ToValidUTF8(strings.TrimPrefix(string(data), "\xef\xbb\xbf"), "\uFFFD")
 	if !strings.Contains(text, aiderStart) && !strings.Contains(text, "\n#### ") && !strings.HasPrefix(text, "#### ") {
 		return &ParseError{Line: 1, Offset: 0, Format: Aider, Reason: `no "# aider chat started at" line and no "#### " prompt: not an Aider chat history`}
 	}

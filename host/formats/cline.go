@@ -32,7 +32,8 @@ type clineMessage struct {
 // AgentCompaction, not a message. The history keeps the first message,
 // the summary and what came after; the first message is the compaction's
 // Replacement, so Live holds all the agent sends (with the summary before
-// that first message, where the agent sends it after it).
+// that first message, where the agent sends it after it: Live puts a
+// summary before the replacement history, as Codex sends it).
 func readCline(r *bufio.Reader, s *Session) error {
 	var doc []clineMessage
 	if _, err := readJSONDoc(r, Cline, &doc, '['); err != nil {
@@ -46,9 +47,7 @@ func readCline(r *bufio.Reader, s *Session) error {
 			return &ParseError{Offset: -1, Format: Cline, Reason: "message " + strconv.Itoa(i) + ": " + err.Error()}
 		}
 		if m.IsSummary {
-			c := AgentCompaction{ID: id, Summary: textOf(blocks, abi.BlockText), FirstKept: len(msgs)}
-			c.Replacement = append(c.Replacement, msgs...)
-			s.AgentCompactions = append(s.AgentCompactions, c)
+			s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: id, Summary: textOf(blocks, abi.BlockText), FirstKept: len(msgs)})
 			continue
 		}
 		switch m.Role {
@@ -61,6 +60,13 @@ func readCline(r *bufio.Reader, s *Session) error {
 	}
 	pairXMLTools(msgs)
 	finish(s, msgs, Cline)
+	// The agent sends its first message (the task) before each summary.
+	for i := range s.AgentCompactions {
+		c := &s.AgentCompactions[i]
+		if c.FirstKept > 0 && Validate(s.Messages[:1]) == nil {
+			c.Replacement = []abi.Message{s.Messages[0]}
+		}
+	}
 	return nil
 }
 

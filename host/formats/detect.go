@@ -337,5 +337,5 @@ func detectArray(head []byte) (string, error) {
 }
 
 // uiMessagesReason is why a Cline / Roo Code ui_messages.json is not read.
-const uiMessagesReason = "a Cline / Roo Code ui_messages.json (the extension's UI events, not what the model was sent); " +
+const uiMessagesReason = "a Cline / Roo Code ui_messages.json (the extension's UI events, not what the model was sent): " +
 	"read api_conversation_history.json in the same task folder instead (format cline)"
