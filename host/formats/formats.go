@@ -138,8 +138,8 @@ type Session struct {
 }
 
 // AgentCompaction is one compaction an agent made itself: Claude Code's
-// compact_boundary with its isCompactSummary message, or a Codex compacted
-// record.
+// compact_boundary with its isCompactSummary message, a Codex compacted
+// record, a Cline isSummary message or an opencode summary message.
 type AgentCompaction struct {
 	// ID is the source's ID for the compaction, if it has one.
 	ID string
