@@ -197,3 +197,31 @@ func TestDetectAgentRecordings(t *testing.T) {
 	_, err = Detect([]byte(`[1, 2]`))
 	assert.True(t, errors.Is(err, ErrUnknownFormat))
 }
+
+// An opencode compaction: the user's compaction request (a part with no
+// text) and the assistant's summary message become an AgentCompaction; the
+// live context is the summary and what followed.
+func TestReadOpenCodeCompaction(t *testing.T) {
+	doc := `{"info": {"id": "ses_1", "projectID": "p", "directory": "/w"}, "messages": [
+	  {"info": {"id": "u1", "role": "user"}, "parts": [{"type": "text", "text": "fix the footer"}]},
+	  {"info": {"id": "a1", "role": "assistant"}, "parts": [{"type": "step-start"}, {"type": "text", "text": "Fixed."}]},
+	  {"info": {"id": "u2", "role": "user"}, "parts": [{"type": "compaction", "auto": true}]},
+	  {"info": {"id": "a2", "role": "assistant", "summary": true}, "parts": [{"type": "step-start"}, {"type": "text", "text": "We fixed the footer."}]},
+	  {"info": {"id": "u3", "role": "user"}, "parts": [{"type": "text", "text": "now the header"}]}
+	]}`
+	s, err := Read(bytes.NewReader([]byte(doc)), "")
+	require.NoError(t, err)
+	require.Equal(t, OpenCode, s.Format)
+	assert.Equal(t, []abi.Message{
+		msg("u1", abi.RoleUser, text("fix the footer")),
+		msg("a1", abi.RoleAssistant, text("Fixed.")),
+		msg("u3", abi.RoleUser, text("now the header")),
+	}, s.Messages)
+	require.Len(t, s.AgentCompactions, 1)
+	assert.Equal(t, AgentCompaction{ID: "a2", Summary: "We fixed the footer.", FirstKept: 2}, s.AgentCompactions[0])
+	live := s.Live()
+	require.Len(t, live, 2)
+	assert.True(t, live[0].Summary)
+	assert.Equal(t, "u3", live[1].ID)
+	assert.Equal(t, 1, s.Skipped["part/compaction"])
+}
