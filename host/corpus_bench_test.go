@@ -13,8 +13,8 @@ import (
 	"github.com/compact-host/compact-host/host/internal/cputime"
 )
 
-// corpusFiles are the real agent sessions of ../shared/corpus, one per
-// format the importers read.
+// corpusFiles are the real agent sessions of ../shared/corpus and
+// ../shared/corpus-new, at least one per format the importers read.
 var corpusFiles = []string{
 	"claude-code-go-cli.jsonl",
 	"claude-code-swift-app.jsonl",
@@ -22,6 +22,13 @@ var corpusFiles = []string{
 	"copilot-cli.jsonl",
 	"mini-swe-agent-django.traj.json",
 	"swe-agent-pydicom.traj",
+	// ../shared/corpus-new: the newer agents (its Roo Code ui_messages.json
+	// is the UI's log, no session).
+	"../corpus-new/aider-ts-monorepo.md",
+	"../corpus-new/claude-code-subagents-pr-review.jsonl",
+	"../corpus-new/gemini-cli-repo-tooling.json",
+	"../corpus-new/opencode-nextjs-site.json",
+	"../corpus-new/roo-code-task-restore.api_conversation_history.json",
 }
 
 // corpusPath is the path of a corpus file (../shared/corpus from the module

@@ -133,6 +133,8 @@ func Len() int {
 var agentOverhead = map[string]int{
 	"claude-code": 19_000,
 	"codex":       4_000,
+	"gemini-cli":  6_500,
+	"opencode":    8_500,
 }
 
 // AgentOverhead is the default fixed overhead of the agent whose session

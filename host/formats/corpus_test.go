@@ -19,7 +19,8 @@ import (
 // raw files independently of this package; usage counts are the number of
 // distinct API responses (Claude Code message.id values, Codex token_count
 // events that follow a response, mini-swe-agent responses).
-var corpus = []struct {
+type corpusCase struct {
+	dir        string // "" for ../shared/corpus, else the folder of ../shared
 	file       string
 	format     string
 	messages   int
@@ -30,19 +31,29 @@ var corpus = []struct {
 	maxResult  int // characters of the largest tool result
 	usage      int
 	compacted  int
-}{
-	{"claude-code-go-cli.jsonl", ClaudeCode, 218, 119, 6, 93, 0, 54581, 93, 0},
-	{"claude-code-swift-app.jsonl", ClaudeCode, 123, 84, 3, 61, 1, 42978, 61, 1},
-	{"codex-typescript.jsonl", Codex, 379, 311, 16, 183, 0, 40211, 183, 2},
-	{"copilot-cli.jsonl", Copilot, 114, 61, 4, 56, 0, 15168, 0, 0},
-	{"mini-swe-agent-django.traj.json", MiniSWEAgent, 314, 156, 1, 156, 1, 9310, 156, 0},
-	{"swe-agent-pydicom.traj", SWEAgent, 26, 0, 13, 12, 0, 0, 0, 0},
+}
+
+var corpus = []corpusCase{
+	{"", "claude-code-go-cli.jsonl", ClaudeCode, 218, 119, 6, 93, 0, 54581, 93, 0},
+	{"", "claude-code-swift-app.jsonl", ClaudeCode, 123, 84, 3, 61, 1, 42978, 61, 1},
+	{"", "codex-typescript.jsonl", Codex, 379, 311, 16, 183, 0, 40211, 183, 2},
+	{"", "copilot-cli.jsonl", Copilot, 114, 61, 4, 56, 0, 15168, 0, 0},
+	{"", "mini-swe-agent-django.traj.json", MiniSWEAgent, 314, 156, 1, 156, 1, 9310, 156, 0},
+	{"", "swe-agent-pydicom.traj", SWEAgent, 26, 0, 13, 12, 0, 0, 0, 0},
+}
+
+// path returns the case's file, skipping the test when it is absent.
+func (c corpusCase) path(tb testing.TB) string {
+	if c.dir == "" {
+		return corpusPath(tb, c.file)
+	}
+	return corpusNewPath(tb, c.file)
 }
 
 func TestCorpus(t *testing.T) {
-	for _, c := range corpus {
+	for _, c := range append(corpus, corpusNew...) {
 		t.Run(c.file, func(t *testing.T) {
-			path := corpusPath(t, c.file)
+			path := c.path(t)
 			s, err := ReadFile(path)
 			require.NoError(t, err)
 			assert.Equal(t, c.format, s.Format)
@@ -144,9 +155,9 @@ func TestCorpusSkipped(t *testing.T) {
 }
 
 func BenchmarkRead(b *testing.B) {
-	for _, c := range corpus {
+	for _, c := range append(corpus, corpusNew...) {
 		b.Run(c.file, func(b *testing.B) {
-			data, err := os.ReadFile(corpusPath(b, c.file))
+			data, err := os.ReadFile(c.path(b))
 			require.NoError(b, err)
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()

@@ -83,12 +83,12 @@ func TestDecodeMatchesJSON(t *testing.T) {
 // TestDecodeCorpusLines compares decode with json.Unmarshal on every line of
 // the corpus JSONL files, as every record type.
 func TestDecodeCorpusLines(t *testing.T) {
-	for _, c := range corpus {
+	for _, c := range append(corpus, corpusNew...) {
 		if !strings.HasSuffix(c.file, ".jsonl") {
 			continue
 		}
 		t.Run(c.file, func(t *testing.T) {
-			f, err := os.Open(corpusPath(t, c.file))
+			f, err := os.Open(c.path(t))
 			require.NoError(t, err)
 			defer f.Close()
 			sc := bufio.NewScanner(f)

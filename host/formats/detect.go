@@ -19,6 +19,12 @@ func Detect(head []byte) (string, error) {
 	if len(rest) == 0 {
 		return "", unknownFormat("empty input")
 	}
+	if isAiderHistory(rest) {
+		return Aider, nil
+	}
+	if rest[0] == '[' {
+		return detectArray(rest)
+	}
 	if rest[0] != '{' {
 		return "", unknownFormat("expected JSON, got " + snippet(rest))
 	}
@@ -93,6 +99,8 @@ func detectObject(data []byte) (format string, end int) {
 			return SWEAgent, 0
 		case "parentUuid", "isSidechain", "leafUuid":
 			return ClaudeCode, 0
+		case "projectHash":
+			return GeminiCLI, 0
 		}
 		var v json.RawMessage
 		switch key {
@@ -116,6 +124,11 @@ func detectObject(data []byte) (format string, end int) {
 			_ = json.Unmarshal(v, &trajectoryFormat)
 		case "system":
 			system = true
+		case "info":
+			var info map[string]json.RawMessage
+			if json.Unmarshal(v, &info) == nil && info["projectID"] != nil && info["directory"] != nil {
+				return OpenCode, 0
+			}
 		}
 	}
 	if tok, err := dec.Token(); err == nil && tok == json.Delim('}') {
@@ -167,6 +180,8 @@ func decideJSON(keys map[string]bool, typ, trajectoryFormat string, messages []j
 	switch {
 	case strings.HasPrefix(trajectoryFormat, "mini-swe-agent"):
 		return MiniSWEAgent
+	case keys["messages"] && recordingEvidence(messages) != "":
+		return recordingEvidence(messages)
 	case keys["info"] && !keys["role"] && !keys["type"]:
 		// Only mini-swe-agent puts "info" first; it may be all the head
 		// holds.
@@ -243,3 +258,84 @@ func refuseOther(format string, hasSystem bool, n int, message func(i int) json.
 	}
 	return &MismatchError{Format: format, Looks: looks}
 }
+
+// recordingEvidence names the agent recording whose messages look like
+// these: opencode's {info, parts} or Gemini CLI's {type: "gemini"}.
+func recordingEvidence(messages []json.RawMessage) string {
+	for _, raw := range messages {
+		var m struct {
+			Info  json.RawMessage `json:"info"`
+			Parts json.RawMessage `json:"parts"`
+			Type  string          `json:"type"`
+			Role  string          `json:"role"`
+		}
+		if json.Unmarshal(raw, &m) != nil {
+			continue
+		}
+		switch {
+		case m.Info != nil && m.Parts != nil:
+			return OpenCode
+		case m.Type == "gemini" && m.Role == "":
+			return GeminiCLI
+		}
+	}
+	return ""
+}
+
+// isAiderHistory reports whether head starts an Aider chat history: a
+// "# aider chat started at" line, maybe after blank lines, or a "#### "
+// prompt first.
+func isAiderHistory(head []byte) bool {
+	return bytes.HasPrefix(head, []byte(aiderStart)) || bytes.HasPrefix(head, []byte("#### "))
+}
+
+// detectArray names the format of a document that is a JSON array, from its
+// first element: a Cline / Roo Code / Kilo Code api_conversation_history.json
+// holds {role, content} messages. Its sibling ui_messages.json (UI events
+// {ts, type: say|ask}) is refused with the file to read instead.
+func detectArray(head []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return "", unknownFormat("expected JSON, got " + snippet(head))
+	}
+	if !dec.More() {
+		return "", unknownFormat("an empty JSON array")
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", unknownFormat("a JSON array whose first element is not an object")
+	}
+	keys := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		key, _ := tok.(string)
+		keys[key] = true
+		var v json.RawMessage
+		if key == "type" || key == "say" || key == "ask" {
+			var typ string
+			if dec.Decode(&typ) != nil {
+				break
+			}
+			if keys["ts"] && (typ == "say" || typ == "ask") || key != "type" {
+				return "", unknownFormat(uiMessagesReason)
+			}
+			continue
+		}
+		if dec.Decode(&v) != nil {
+			break
+		}
+		if keys["role"] && keys["content"] {
+			return Cline, nil
+		}
+	}
+	if keys["role"] && keys["content"] {
+		return Cline, nil
+	}
+	return "", unknownFormat("a JSON array of objects with keys no supported format has")
+}
+
+// uiMessagesReason is why a Cline / Roo Code ui_messages.json is not read.
+const uiMessagesReason = "a Cline / Roo Code ui_messages.json (the extension's UI events, not what the model was sent): " +
+	"read api_conversation_history.json in the same task folder instead (format cline)"

@@ -4,9 +4,11 @@
 //
 // Readers exist for the canonical JSONL form, Anthropic Messages API request
 // JSON, OpenAI Chat Completions JSON, Claude Code session JSONL, Codex CLI
-// rollout JSONL, Copilot CLI events JSONL, mini-swe-agent trajectories and
-// SWE-agent trajectories. Writers exist for the canonical, Anthropic and
-// OpenAI forms.
+// rollout JSONL, Copilot CLI events JSONL, Gemini CLI chat recordings,
+// opencode session exports, Cline / Roo Code / Kilo Code task histories
+// (api_conversation_history.json), Aider chat histories, mini-swe-agent
+// trajectories and SWE-agent trajectories. Writers exist for the canonical,
+// Anthropic and OpenAI forms.
 //
 // Every reader returns messages that satisfy [Validate]: each tool_use has
 // exactly one tool_result in the user message(s) right after the assistant
@@ -30,7 +32,8 @@
 // [*MismatchError]; input no format matches is [ErrUnknownFormat], whose
 // message lists [Names].
 //
-// An agent's own compactions (Claude Code compact_boundary, Codex compacted)
+// An agent's own compactions (Claude Code compact_boundary, Codex compacted,
+// a Cline isSummary message, an opencode summary message)
 // are reported in [Session.AgentCompactions]; the agent's summary is not part
 // of [Session.Messages], which hold the original history.
 package formats

@@ -54,10 +54,19 @@ const (
 	MiniSWEAgent = "mini-swe-agent"
 	// SWEAgent is a SWE-agent trajectory (.traj).
 	SWEAgent = "swe-agent"
+	// Cline is a Cline, Roo Code or Kilo Code task history
+	// (api_conversation_history.json).
+	Cline = "cline"
+	// GeminiCLI is a Gemini CLI chat recording (chats/session-*.json).
+	GeminiCLI = "gemini-cli"
+	// OpenCode is an opencode session export (opencode export).
+	OpenCode = "opencode"
+	// Aider is an Aider chat history (.aider.chat.history.md).
+	Aider = "aider"
 )
 
 // names are the formats Read reads, in the order messages list them.
-var names = []string{Canonical, Anthropic, OpenAI, ClaudeCode, Codex, Copilot, MiniSWEAgent, SWEAgent}
+var names = []string{Canonical, Anthropic, OpenAI, ClaudeCode, Codex, Copilot, MiniSWEAgent, SWEAgent, Cline, GeminiCLI, OpenCode, Aider}
 
 // Names returns the formats Read reads, for messages and flag help.
 func Names() []string { return append([]string(nil), names...) }
@@ -83,6 +92,14 @@ func describeFormat(f string) string {
 		return "a mini-swe-agent trajectory"
 	case SWEAgent:
 		return "a SWE-agent trajectory"
+	case Cline:
+		return "a Cline / Roo Code / Kilo Code api_conversation_history.json"
+	case GeminiCLI:
+		return "a Gemini CLI chat recording"
+	case OpenCode:
+		return "an opencode session export"
+	case Aider:
+		return "an Aider chat history"
 	}
 	return strconv.Quote(f)
 }
@@ -121,8 +138,8 @@ type Session struct {
 }
 
 // AgentCompaction is one compaction an agent made itself: Claude Code's
-// compact_boundary with its isCompactSummary message, or a Codex compacted
-// record.
+// compact_boundary with its isCompactSummary message, a Codex compacted
+// record, a Cline isSummary message or an opencode summary message.
 type AgentCompaction struct {
 	// ID is the source's ID for the compaction, if it has one.
 	ID string
@@ -205,7 +222,7 @@ func Read(r io.Reader, format string) (*Session, error) {
 	}
 	read := readers[format]
 	switch format {
-	case Anthropic, OpenAI, Responses, MiniSWEAgent, SWEAgent: // read by readDoc
+	case Anthropic, OpenAI, Responses, MiniSWEAgent, SWEAgent, Cline, GeminiCLI, OpenCode, Aider: // read whole
 		br = wholeReader(br, r)
 	}
 	s := &Session{Format: format, Skipped: map[string]int{}, Repaired: map[string]int{}}
@@ -325,11 +342,22 @@ func init() {
 		Copilot:      readCopilot,
 		MiniSWEAgent: readMiniSWEAgent,
 		SWEAgent:     readSWEAgent,
+		Cline:        readCline,
+		GeminiCLI:    readGeminiCLI,
+		OpenCode:     readOpenCode,
+		Aider:        readAider,
 	}
 }
 
-// readDoc reads a whole JSON document and unmarshals it into v.
+// readDoc reads a whole JSON document, an object, and unmarshals it into v.
 func readDoc(r *bufio.Reader, format string, v any) ([]byte, error) {
+	return readJSONDoc(r, format, v, '{')
+}
+
+// readJSONDoc reads a whole JSON document that opens with open ('{' or
+// '[') and unmarshals it into v.
+func readJSONDoc(r *bufio.Reader, format string, v any, open byte) ([]byte, error) {
+	what := map[byte]string{'{': "a JSON object", '[': "a JSON array"}[open]
 	data, err := r.Peek(r.Size())
 	if errors.Is(err, io.EOF) {
 		err = nil // all of it is in the buffer, which nothing reads after
@@ -347,11 +375,11 @@ func readDoc(r *bufio.Reader, format string, v any) ([]byte, error) {
 		start++
 	}
 	if start == len(data) {
-		return nil, &ParseError{Line: 1, Offset: 0, Format: format, Reason: "empty input, expected a JSON object"}
+		return nil, &ParseError{Line: 1, Offset: 0, Format: format, Reason: "empty input, expected " + what}
 	}
-	if data[start] != '{' {
+	if data[start] != open {
 		return nil, &ParseError{Line: lineOf(data, int64(start)), Offset: int64(start), Format: format,
-			Reason: "expected a JSON object, got " + snippet(data[start:])}
+			Reason: "expected " + what + ", got " + snippet(data[start:])}
 	}
 	if err := decode(data, v); err != nil {
 		return nil, docError(format, data, err)

@@ -62,6 +62,7 @@ func fuzzRead(f *testing.F, format string, seeds ...[]byte) {
 			require.NotNil(t, s, "torn line without the session read before it: %v", err)
 		}
 		require.NoError(t, Validate(s.Messages), "invalid session")
+		require.NoError(t, Validate(s.Live()), "invalid live context")
 		for _, c := range s.AgentCompactions {
 			require.GreaterOrEqual(t, c.FirstKept, 0)
 			require.LessOrEqual(t, c.FirstKept, len(s.Messages))
@@ -166,11 +167,28 @@ func FuzzReadSWEAgent(f *testing.F) {
 	fuzzRead(f, SWEAgent, fixture(f, "swe-agent.traj"), fixture(f, "swe-agent-fc.traj"))
 }
 
+func FuzzReadCline(f *testing.F) {
+	fuzzRead(f, Cline, fixture(f, "cline.api_conversation_history.json"), fixture(f, "roo.ui_messages.json"))
+}
+
+func FuzzReadGeminiCLI(f *testing.F) {
+	fuzzRead(f, GeminiCLI, fixture(f, "gemini-cli.json"))
+}
+
+func FuzzReadOpenCode(f *testing.F) {
+	fuzzRead(f, OpenCode, fixture(f, "opencode.json"))
+}
+
+func FuzzReadAider(f *testing.F) {
+	fuzzRead(f, Aider, fixture(f, "aider.chat.history.md"))
+}
+
 // FuzzReadDetect feeds every fixture to auto-detection.
 func FuzzReadDetect(f *testing.F) {
 	var seeds [][]byte
 	for _, name := range []string{"canonical.jsonl", "anthropic.json", "openai.json", "claude-code.jsonl", "codex.jsonl",
-		"copilot.jsonl", "mini-swe-agent.traj.json", "swe-agent.traj"} {
+		"copilot.jsonl", "mini-swe-agent.traj.json", "swe-agent.traj", "cline.api_conversation_history.json",
+		"gemini-cli.json", "opencode.json", "aider.chat.history.md"} {
 		seeds = append(seeds, fixture(f, name))
 	}
 	fuzzRead(f, "", seeds...)

@@ -13,7 +13,10 @@ import (
 
 // findCorpus returns the path of a file of the shared corpus
 // (../shared/corpus from the repository root, found by walking up to go.mod).
-func findCorpus(name string) (string, bool) {
+func findCorpus(name string) (string, bool) { return findShared("corpus", name) }
+
+// findShared returns the path of a file in folder dir of ../shared.
+func findShared(folder, name string) (string, bool) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", false
@@ -28,7 +31,7 @@ func findCorpus(name string) (string, bool) {
 		}
 		dir = parent
 	}
-	p := filepath.Join(dir, "..", "shared", "corpus", name)
+	p := filepath.Join(dir, "..", "shared", folder, name)
 	_, err = os.Stat(p)
 	return p, err == nil
 }
@@ -40,6 +43,17 @@ func corpusPath(tb testing.TB, name string) string {
 	p, ok := findCorpus(name)
 	if !ok {
 		tb.Skipf("corpus file %s not found in ../shared/corpus above the module root; skipping", name)
+	}
+	return p
+}
+
+// corpusNewPath returns the path of a file of ../shared/corpus-new,
+// skipping the test when it is absent.
+func corpusNewPath(tb testing.TB, name string) string {
+	tb.Helper()
+	p, ok := findShared("corpus-new", name)
+	if !ok {
+		tb.Skipf("corpus file %s not found in ../shared/corpus-new above the module root; skipping", name)
 	}
 	return p
 }

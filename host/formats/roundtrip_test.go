@@ -33,7 +33,11 @@ func roundTrip(t *testing.T, format string, msgs []abi.Message) *Session {
 	require.NoError(t, Write(&buf, format, msgs), "Write %s", format)
 	f, err := Detect(buf.Bytes())
 	assert.NoError(t, err, "Detect(written %s)", format)
-	assert.Equal(t, format, f, "Detect(written %s)", format)
+	// A request of text alone, with no system, could be either chat
+	// format; Read takes it as the one named.
+	if !compatible(format, f) {
+		assert.Equal(t, format, f, "Detect(written %s)", format)
+	}
 	s, err := Read(bytes.NewReader(buf.Bytes()), format)
 	require.NoError(t, err, "Read back %s", format)
 	assert.NoError(t, Validate(s.Messages), "read back %s", format)
@@ -62,9 +66,9 @@ func TestRoundTripOpenAI(t *testing.T) {
 // TestRoundTripCorpus writes every corpus session in each writable format
 // and reads it back.
 func TestRoundTripCorpus(t *testing.T) {
-	for _, c := range corpus {
+	for _, c := range append(corpus, corpusNew...) {
 		t.Run(c.file, func(t *testing.T) {
-			s, err := ReadFile(corpusPath(t, c.file))
+			s, err := ReadFile(c.path(t))
 			require.NoError(t, err)
 			got := roundTrip(t, Canonical, s.Messages).Messages
 			assert.True(t, assert.ObjectsAreEqual(s.Messages, got), "canonical round trip changed the messages")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"strconv"
+	"strings"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -19,13 +20,19 @@ type miniMessage struct {
 // with tool_calls and role "tool" (format 1.1), or text only (format 1). The
 // usage of each model response (extra.response.usage) becomes the Usage of
 // its assistant message. The final "exit" message, written by the agent
-// after the run and never sent to the model, is skipped.
+// after the run and never sent to the model, is skipped; so is its
+// counterpart in the first format, a last user message holding the
+// submission (see miniSubmission).
 func readMiniSWEAgent(r *bufio.Reader, s *Session) error {
 	var doc struct {
 		Messages []miniMessage `json:"messages"`
 	}
 	if _, err := readDoc(r, MiniSWEAgent, &doc); err != nil {
 		return err
+	}
+	if n := len(doc.Messages); n >= 2 && miniSubmission(&doc.Messages[n-2].oaMessage, &doc.Messages[n-1].oaMessage) {
+		doc.Messages = doc.Messages[:n-1]
+		s.Skipped["submission"]++
 	}
 	in := make([]oaMessage, len(doc.Messages))
 	for i, m := range doc.Messages {
@@ -41,6 +48,46 @@ func readMiniSWEAgent(r *bufio.Reader, s *Session) error {
 	finish(s, msgs, MiniSWEAgent)
 	pinLeadingSystem(s.Messages)
 	return nil
+}
+
+// miniSubmitMarkers are the first lines of the output that ends a
+// mini-swe-agent run: the command that prints one submits what follows it.
+var miniSubmitMarkers = []string{"COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT"}
+
+// miniSubmission reports whether last, the last message of a trajectory
+// after prev, is the submission of a first-format (text action) run: the
+// output of prev's command that printed a submit marker, less the marker,
+// which mini-swe-agent records as a user message when the run ends. The
+// model never saw it, and it is the agent's own output, not a request.
+// Observations that were sent open with "<returncode>"; a submission does
+// not.
+func miniSubmission(prev, last *oaMessage) bool {
+	if prev.Role != "assistant" || last.Role != "user" || len(prev.ToolCalls) > 0 {
+		return false
+	}
+	var action, out string
+	if decodeChecked(prev.Content, &action) != nil || decodeChecked(last.Content, &out) != nil {
+		return false
+	}
+	if strings.HasPrefix(strings.TrimSpace(out), "<returncode>") {
+		return false
+	}
+	// The marker is in the command, the last fenced block of the reply.
+	open := strings.LastIndex(action, "```")
+	if open < 0 {
+		return false
+	}
+	open = strings.LastIndex(action[:open], "```")
+	if open < 0 {
+		return false
+	}
+	command := action[open:]
+	for _, m := range miniSubmitMarkers {
+		if strings.Contains(command, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // miniUsage extracts extra.response.usage; anything unexpected there means

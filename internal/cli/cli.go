@@ -151,8 +151,9 @@ originals so any compaction can be undone.
 
 With no command it compacts: 'compact-host --strategy=structured FILE' is
 the same as 'compact-host compact --strategy=structured FILE'. It reads
-Claude Code, Codex CLI, Copilot CLI, SWE-agent and mini-swe-agent sessions,
-Anthropic and OpenAI request JSON, and its own session logs.
+Claude Code, Codex CLI, Copilot CLI, Gemini CLI, opencode, Aider, Cline /
+Roo Code / Kilo Code, SWE-agent and mini-swe-agent sessions, Anthropic and
+OpenAI request JSON, and its own session logs.
 
 ` + exitCodesHelp,
 		Example: `  compact-host --strategy=structured session.jsonl

@@ -39,7 +39,7 @@ func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
 	addReadingFlags(cmd, &o.reading)
 	addOfflineFallbackFlag(cmd, &o.engine)
 	fl := cmd.Flags()
-	fl.StringVar(&o.format, "format", "", "input format (default: detected): canonical, anthropic, openai, claude-code, codex, copilot, mini-swe-agent, swe-agent")
+	fl.StringVar(&o.format, "format", "", "input format (default: detected): "+strings.Join(formats.Names(), ", "))
 	fl.StringVar(&o.outFormat, "output-format", "", "output format: canonical (a session log, undoable), anthropic or openai (the compacted request), claude-code or codex (the agent's own file with the compaction recorded as the agent records one; for an input of that format); default: the input's format where it can be written, else canonical")
 	fl.StringVarP(&o.output, "output", "o", "", "where to write the compacted session ('-' for stdout); default: FILE.compacted.<ext> beside the input, or stdout for stdin")
 	fl.BoolVar(&o.inPlace, "in-place", false, "append the compaction to the input file itself: a session log, a Claude Code session or a Codex rollout ('compact-host undo' reverts it)")

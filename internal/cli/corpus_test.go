@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/compact-host/compact-host/host"
@@ -44,6 +45,10 @@ func TestCompactEveryCorpusSession(t *testing.T) {
 	if len(files) == 0 {
 		t.Skip("corpus is empty")
 	}
+	// corpus-new holds the newer agents' files; a Roo Code ui_messages.json
+	// is the UI's log, refused with the file to read instead.
+	newer, _ := filepath.Glob(filepath.Join(corpus, "..", "corpus-new", "*"))
+	files = append(files, newer...)
 	cache, home := sharedCache(t), t.TempDir()
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -59,6 +64,11 @@ func TestCompactEveryCorpusSession(t *testing.T) {
 					}
 					return ""
 				}})
+			if strings.HasSuffix(f, ".ui_messages.json") {
+				assert.Equal(t, ExitInput, code)
+				assert.Contains(t, stderr.String(), "api_conversation_history.json")
+				return
+			}
 			require.Equal(t, ExitOK, code, "%s%s", stdout.String(), stderr.String())
 			var rep compactReport
 			require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))

@@ -19,6 +19,19 @@ import (
 // corpusDir holds real agent sessions beside the repository (shared/corpus).
 var corpusDir = filepath.Join("..", "..", "..", "shared", "corpus")
 
+// corpusSessions are the sessions of corpusDir and of corpus-new beside
+// it, less a Roo Code ui_messages.json, the UI's log of a task.
+func corpusSessions() []string {
+	files, _ := filepath.Glob(filepath.Join(corpusDir, "*"))
+	newer, _ := filepath.Glob(filepath.Join(corpusDir, "..", "corpus-new", "*"))
+	for _, f := range newer {
+		if !strings.HasSuffix(f, ".ui_messages.json") {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
 // TestCorpus folds each real session at several points and checks that the
 // offline summary, under a tight target, names every file the folded part
 // modified and quotes the latest user request of the folded part.
@@ -28,7 +41,7 @@ var corpusDir = filepath.Join("..", "..", "..", "shared", "corpus")
 // editors) and the files an apply_patch patch names. The summary gets no
 // FileOps from the host, so it must find them in the messages itself.
 func TestCorpus(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(corpusDir, "*"))
+	files := corpusSessions()
 	if len(files) == 0 {
 		t.Skipf("no sessions in %s: the shared corpus is not checked out beside the repository", corpusDir)
 	}
@@ -138,7 +151,7 @@ func unquote(s string) string {
 //
 //	go test -run '^$' -bench CorpusOffline ./plugins/structured/
 func BenchmarkCorpusOffline(b *testing.B) {
-	files, _ := filepath.Glob(filepath.Join(corpusDir, "*"))
+	files := corpusSessions()
 	if len(files) == 0 {
 		b.Skipf("no sessions in %s", corpusDir)
 	}

@@ -232,7 +232,7 @@ func TestImagesNoted(t *testing.T) {
 // every line's inline markup closed, the summary within its target apart
 // from what is never dropped.
 func TestCorpusSummariesClean(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(corpusDir, "*"))
+	files := corpusSessions()
 	if len(files) == 0 {
 		t.Skipf("no sessions in %s", corpusDir)
 	}
