@@ -407,7 +407,5 @@ func (sv *services) cost() float64 {
 	if !ok {
 		return 0
 	}
-	u := sv.usage
-	return (float64(u.InputTokens)*m.InputPrice + float64(u.OutputTokens)*m.OutputPrice +
-		float64(u.CacheReadTokens)*m.CacheReadPrice + float64(u.CacheWriteTokens)*m.CacheWritePrice) / 1e6
+	return RequestFromUsage(sv.usage).USD(m.Prices())
 }
