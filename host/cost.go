@@ -40,7 +40,9 @@ func RequestFromUsage(u Usage) BilledRequest {
 }
 
 // PromptTokens is the whole input of the request.
-func (r BilledRequest) PromptTokens() int { return r.Input + r.CacheRead + r.CacheWrite5m + r.CacheWrite1h }
+func (r BilledRequest) PromptTokens() int {
+	return r.Input + r.CacheRead + r.CacheWrite5m + r.CacheWrite1h
+}
 
 // USD is what the request cost at prices p.
 func (r BilledRequest) USD(p Prices) float64 {
