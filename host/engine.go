@@ -12,6 +12,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/catalog"
+	"github.com/compact-host/compact-host/host/cost"
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
 	"github.com/compact-host/compact-host/host/internal/tokens"
 	"github.com/compact-host/compact-host/host/overflow"
@@ -407,5 +408,5 @@ func (sv *services) cost() float64 {
 	if !ok {
 		return 0
 	}
-	return RequestFromUsage(sv.usage).USD(m.Prices())
+	return cost.FromUsage(sv.usage).USD(m.Prices())
 }

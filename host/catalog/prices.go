@@ -13,11 +13,13 @@ import (
 // writes as plain input, one that lists no cache read price gives no
 // discount, and one without a 1-hour tier bills it as the 5-minute write.
 type Prices struct {
-	Input, Output float64
-	CacheRead     float64
+	Input     float64 `json:"input"`
+	Output    float64 `json:"output"`
+	CacheRead float64 `json:"cache_read"`
 	// CacheWrite5m and CacheWrite1h price a prompt-cache write kept for
 	// five minutes or for an hour of inactivity.
-	CacheWrite5m, CacheWrite1h float64
+	CacheWrite5m float64 `json:"cache_write_5m"`
+	CacheWrite1h float64 `json:"cache_write_1h"`
 }
 
 // Known reports whether p holds any price at all.

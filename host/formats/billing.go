@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/cost"
 )
 
 // maxUsageTokens bounds one recorded token count; no provider reports more.
@@ -20,7 +20,7 @@ const maxUsageTokens = 1 << 40
 // their progress records; Codex records a token_count event after each
 // call (last_token_usage, whose input counts the cached part). Other
 // formats record no usage: nil, nil.
-func BilledRequests(r io.Reader, format string) ([]host.BilledRequest, error) {
+func BilledRequests(r io.Reader, format string) ([]cost.Request, error) {
 	br := bufio.NewReader(r)
 	switch format {
 	case ClaudeCode:
@@ -46,8 +46,8 @@ type ccBilledMessage struct {
 	} `json:"usage"`
 }
 
-func claudeCodeBilled(r *bufio.Reader) ([]host.BilledRequest, error) {
-	var out []host.BilledRequest
+func claudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
+	var out []cost.Request
 	at := map[string]int{} // response ID -> index in out
 	err := readJSONL(r, ClaudeCode, func(line []byte, n int) error {
 		var rec struct {
@@ -106,13 +106,13 @@ func claudeCodeBilled(r *bufio.Reader) ([]host.BilledRequest, error) {
 	return out, err
 }
 
-func codexBilled(r *bufio.Reader) ([]host.BilledRequest, error) {
+func codexBilled(r *bufio.Reader) ([]cost.Request, error) {
 	type tokenUsage struct {
 		InputTokens       int64 `json:"input_tokens"`
 		CachedInputTokens int64 `json:"cached_input_tokens"`
 		OutputTokens      int64 `json:"output_tokens"`
 	}
-	var out []host.BilledRequest
+	var out []cost.Request
 	model := ""
 	var lastTotal *tokenUsage
 	err := readJSONL(r, Codex, func(line []byte, n int) error {
@@ -159,16 +159,16 @@ func codexBilled(r *bufio.Reader) ([]host.BilledRequest, error) {
 }
 
 // billed checks recorded token counts and makes a request of them.
-func billed(timestamp, model string, input, read, write5m, write1h, output int64) (host.BilledRequest, error) {
+func billed(timestamp, model string, input, read, write5m, write1h, output int64) (cost.Request, error) {
 	for _, f := range []struct {
 		name string
 		n    int64
 	}{{"input", input}, {"cache read", read}, {"5-minute cache write", write5m}, {"1-hour cache write", write1h}, {"output", output}} {
 		if f.n < 0 || f.n > maxUsageTokens {
-			return host.BilledRequest{}, fmt.Errorf("usage: %s tokens %d, outside 0 to 2^40", f.name, f.n)
+			return cost.Request{}, fmt.Errorf("usage: %s tokens %d, outside 0 to 2^40", f.name, f.n)
 		}
 	}
-	req := host.BilledRequest{Model: model, Input: int(input), CacheRead: int(read),
+	req := cost.Request{Model: model, Input: int(input), CacheRead: int(read),
 		CacheWrite5m: int(write5m), CacheWrite1h: int(write1h), Output: int(output)}
 	if t, err := time.Parse(time.RFC3339Nano, timestamp); err == nil {
 		req.Time = t

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/cost"
 )
 
 func TestBilledRequestsClaudeCode(t *testing.T) {
@@ -31,7 +31,7 @@ func TestBilledRequestsClaudeCode(t *testing.T) {
 	got, err := BilledRequests(strings.NewReader(lines), ClaudeCode)
 	require.NoError(t, err)
 	at := func(s string) time.Time { tm, _ := time.Parse(time.RFC3339, s); return tm }
-	assert.Equal(t, []host.BilledRequest{
+	assert.Equal(t, []cost.Request{
 		{Time: at("2026-02-08T11:00:00Z"), Model: "claude-sonnet-4-5", Input: 3, CacheWrite1h: 1000, Output: 50},
 		{Time: at("2026-02-08T11:07:00Z"), Model: "claude-sonnet-4-5", Input: 1, CacheRead: 1000, CacheWrite5m: 200, Output: 10},
 		{Time: at("2026-02-08T11:08:00Z"), Model: "claude-haiku-4-5", Input: 10, Output: 5},
@@ -56,8 +56,8 @@ func TestBilledRequestsCodex(t *testing.T) {
 	got, err := BilledRequests(strings.NewReader(lines), Codex)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	assert.Equal(t, host.BilledRequest{Time: got[0].Time, Model: "gpt-5", Input: 80, CacheRead: 20, Output: 5}, got[0])
-	assert.Equal(t, host.BilledRequest{Time: got[1].Time, Model: "gpt-5", Input: 50, CacheRead: 100, Output: 7}, got[1])
+	assert.Equal(t, cost.Request{Time: got[0].Time, Model: "gpt-5", Input: 80, CacheRead: 20, Output: 5}, got[0])
+	assert.Equal(t, cost.Request{Time: got[1].Time, Model: "gpt-5", Input: 50, CacheRead: 100, Output: 7}, got[1])
 	assert.Equal(t, "2026-07-06T09:20:00Z", got[1].Time.Format(time.RFC3339))
 
 	_, err = BilledRequests(strings.NewReader(`{"type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"input_tokens":10,"cached_input_tokens":11}}}}`), Codex)
@@ -110,7 +110,7 @@ func TestBilledRequestsClaudeCodeCorpus(t *testing.T) {
 		write += last[id]["cache_creation_input_tokens"].(float64)
 		out += last[id]["output_tokens"].(float64)
 	}
-	b := host.BillRequests(host.Prices{}, got)
+	b := cost.BillRequests(cost.Prices{}, got)
 	assert.Equal(t, int(read), b.CacheRead)
 	assert.Equal(t, int(write), b.CacheWrite5m+b.CacheWrite1h)
 	assert.Equal(t, int(out), b.Output)

@@ -1,9 +1,14 @@
-package host
+// Package cost is the cost model of a conversation: what each model call
+// was billed by kind of token (fresh input, cache reads, cache writes by
+// lifetime, output), a replay of the provider's prompt cache, the same
+// conversation without its compactions, and what one compaction costs.
+package cost
 
 import (
 	"math"
 	"time"
 
+	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/catalog"
 )
 
@@ -14,14 +19,14 @@ type Prices = catalog.Prices
 // Cache lifetimes a provider offers for a prompt-cache entry: it expires
 // after this long without a request that reads it.
 const (
-	CacheTTL5m = 5 * time.Minute
-	CacheTTL1h = time.Hour
+	TTL5m = 5 * time.Minute
+	TTL1h = time.Hour
 )
 
-// BilledRequest is one model call as the provider billed it. The token counts
+// Request is one model call as the provider billed it. The token counts
 // are disjoint: Input is the input neither read from nor written to the
 // cache.
-type BilledRequest struct {
+type Request struct {
 	// Time is when the request was sent; zero when unknown.
 	Time         time.Time `json:"time,omitzero"`
 	Model        string    `json:"model,omitempty"`
@@ -32,20 +37,20 @@ type BilledRequest struct {
 	Output       int       `json:"output_tokens"`
 }
 
-// RequestFromUsage is the request a Usage reports. Usage does not split
+// FromUsage is the request a Usage reports. Usage does not split
 // cache writes by lifetime; they are taken as 5-minute writes, the
 // providers' default.
-func RequestFromUsage(u Usage) BilledRequest {
-	return BilledRequest{Input: u.InputTokens, CacheRead: u.CacheReadTokens, CacheWrite5m: u.CacheWriteTokens, Output: u.OutputTokens}
+func FromUsage(u abi.Usage) Request {
+	return Request{Input: u.InputTokens, CacheRead: u.CacheReadTokens, CacheWrite5m: u.CacheWriteTokens, Output: u.OutputTokens}
 }
 
 // PromptTokens is the whole input of the request.
-func (r BilledRequest) PromptTokens() int {
+func (r Request) PromptTokens() int {
 	return r.Input + r.CacheRead + r.CacheWrite5m + r.CacheWrite1h
 }
 
 // USD is what the request cost at prices p.
-func (r BilledRequest) USD(p Prices) float64 {
+func (r Request) USD(p Prices) float64 {
 	return (float64(r.Input)*p.Input + float64(r.CacheRead)*p.CacheRead + float64(r.CacheWrite5m)*p.CacheWrite5m +
 		float64(r.CacheWrite1h)*p.CacheWrite1h + float64(r.Output)*p.Output) / 1e6
 }
@@ -62,7 +67,7 @@ type Bill struct {
 }
 
 // Add bills one more request at prices p.
-func (b *Bill) Add(p Prices, r BilledRequest) {
+func (b *Bill) Add(p Prices, r Request) {
 	b.Requests++
 	b.Input += r.Input
 	b.CacheRead += r.CacheRead
@@ -73,7 +78,7 @@ func (b *Bill) Add(p Prices, r BilledRequest) {
 }
 
 // BillRequests is the bill of recorded requests at prices p.
-func BillRequests(p Prices, reqs []BilledRequest) Bill {
+func BillRequests(p Prices, reqs []Request) Bill {
 	var b Bill
 	for _, r := range reqs {
 		b.Add(p, r)
@@ -97,26 +102,26 @@ type Call struct {
 	Freed int
 }
 
-// ReplayCache bills calls the way a provider's prompt cache does, each
+// Replay bills calls the way a provider's prompt cache does, each
 // call marking the end of its prompt as a cache breakpoint: while the
 // entry is warm (the gap since the previous call is at most ttl) and the
 // prompt begins with the previous one, the previous prompt is read from the
 // cache and only the rest is written; otherwise the whole prompt is
-// written. Writes are priced for ttl (CacheTTL1h or else 5 minutes). A
+// written. Writes are priced for ttl (TTL1h or else 5 minutes). A
 // call with no time is taken to follow at once.
-func ReplayCache(p Prices, ttl time.Duration, calls []Call) Bill {
+func Replay(p Prices, ttl time.Duration, calls []Call) Bill {
 	var b Bill
 	var last time.Time
 	prev := 0
 	for i, c := range calls {
 		warm := i > 0 && !c.Rewritten && c.PromptTokens >= prev &&
 			(c.Time.IsZero() || last.IsZero() || c.Time.Sub(last) <= ttl)
-		r := BilledRequest{Time: c.Time, Output: c.OutputTokens}
+		r := Request{Time: c.Time, Output: c.OutputTokens}
 		write := c.PromptTokens
 		if warm {
 			r.CacheRead, write = prev, c.PromptTokens-prev
 		}
-		if ttl >= CacheTTL1h {
+		if ttl >= TTL1h {
 			r.CacheWrite1h = write
 		} else {
 			r.CacheWrite5m = write
@@ -149,8 +154,8 @@ func Uncompacted(calls []Call) []Call {
 	return out
 }
 
-// CompactionCost is what one compaction costs and what it saves, in USD.
-type CompactionCost struct {
+// Compaction is what one compaction costs and what it saves, in USD.
+type Compaction struct {
 	// SummaryUSD is the strategy's model calls.
 	SummaryUSD float64 `json:"summary_usd"`
 	// RewriteUSD is the next request's prompt up to the end of the kept
@@ -171,20 +176,22 @@ type CompactionCost struct {
 }
 
 // USD is the compaction's own cost: the summary and the rewrite.
-func (c CompactionCost) USD() float64 { return c.SummaryUSD + c.RewriteUSD }
+func (c Compaction) USD() float64 { return c.SummaryUSD + c.RewriteUSD }
 
 // PriceCompaction prices a compaction that took a prompt of tokensBefore
-// to tokensAfter with summary calls of usage summary. warm says whether
+// to tokensAfter with summary calls that cost summaryUSD (priced at the
+// compaction model's prices, which may not be p;
+// (host.CompactionEvent.CostUSD is that figure). warm says whether
 // the cache of the prompt before is still alive (its last request is at
 // most a TTL old); cache writes are priced for ttl.
-func PriceCompaction(p Prices, ttl time.Duration, tokensBefore, tokensAfter int, summary Usage, warm bool) CompactionCost {
+func PriceCompaction(p Prices, ttl time.Duration, tokensBefore, tokensAfter int, summaryUSD float64, warm bool) Compaction {
 	write := p.CacheWrite5m
-	if ttl >= CacheTTL1h {
+	if ttl >= TTL1h {
 		write = p.CacheWrite1h
 	}
 	before, after := float64(tokensBefore), float64(tokensAfter)
-	c := CompactionCost{
-		SummaryUSD:         RequestFromUsage(summary).USD(p),
+	c := Compaction{
+		SummaryUSD:         summaryUSD,
 		RewriteUSD:         after * write / 1e6,
 		UncompactedUSD:     before * write / 1e6,
 		SavedPerRequestUSD: max(before-after, 0) * p.CacheRead / 1e6,
