@@ -111,28 +111,44 @@ type Call struct {
 // call with no time is taken to follow at once.
 func Replay(p Prices, ttl time.Duration, calls []Call) Bill {
 	var b Bill
-	var last time.Time
-	prev := 0
-	for i, c := range calls {
-		warm := i > 0 && !c.Rewritten && c.PromptTokens >= prev &&
-			(c.Time.IsZero() || last.IsZero() || c.Time.Sub(last) <= ttl)
-		r := Request{Time: c.Time, Output: c.OutputTokens}
-		write := c.PromptTokens
-		if warm {
-			r.CacheRead, write = prev, c.PromptTokens-prev
-		}
-		if ttl >= TTL1h {
-			r.CacheWrite1h = write
-		} else {
-			r.CacheWrite5m = write
-		}
-		b.Add(p, r)
-		prev = c.PromptTokens
-		if !c.Time.IsZero() {
-			last = c.Time
-		}
+	c := promptCache{ttl: ttl}
+	for _, call := range calls {
+		b.Add(p, c.send(call))
 	}
 	return b
+}
+
+// promptCache is the provider's cache of one conversation, as Replay
+// models it.
+type promptCache struct {
+	ttl  time.Duration
+	sent bool
+	prev int       // the previous prompt, in tokens
+	last time.Time // when it was sent, if known
+}
+
+// warm reports whether the previous prompt is still cached at t.
+func (c *promptCache) warm(t time.Time) bool {
+	return c.sent && (t.IsZero() || c.last.IsZero() || t.Sub(c.last) <= c.ttl)
+}
+
+// send is the request call is billed as, and caches its prompt.
+func (c *promptCache) send(call Call) Request {
+	r := Request{Time: call.Time, Output: call.OutputTokens}
+	write := call.PromptTokens
+	if c.warm(call.Time) && !call.Rewritten && call.PromptTokens >= c.prev {
+		r.CacheRead, write = c.prev, call.PromptTokens-c.prev
+	}
+	if c.ttl >= TTL1h {
+		r.CacheWrite1h = write
+	} else {
+		r.CacheWrite5m = write
+	}
+	c.sent, c.prev = true, call.PromptTokens
+	if !call.Time.IsZero() {
+		c.last = call.Time
+	}
+	return r
 }
 
 // Uncompacted is calls as they would have gone without their
