@@ -119,7 +119,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 // Budget reports the engine's resolved window and thresholds.
 func (e *Engine) Budget() Budget {
 	return Budget{ContextWindow: int(e.window.Load()), MaxOutputTokens: e.cfg.MaxOutputTokens, Input: int(e.budget.Load()),
-		PruneAt: e.cfg.pruneAt, CompactAt: e.cfg.compactAt, EmergencyAt: e.cfg.emergencyAt}
+		PruneAt: e.cfg.pruneAt, CompactAt: e.cfg.compactAt, EmergencyAt: e.cfg.emergencyAt,
+		KeepRecentTokens: e.cfg.KeepRecentTokens, SummaryTokens: e.cfg.SummaryTokens, MinSavings: e.cfg.MinSavings}
 }
 
 // Tokenizer names the token counter in use ("chars/4", "o200k", "cl100k").

@@ -94,8 +94,8 @@ type Call struct {
 	OutputTokens int
 	// Rewritten marks a prompt that does not begin with the previous
 	// prompt (a compaction spliced its summary in before it): none of it
-	// is in the cache. A prompt smaller than the one before counts as
-	// rewritten too.
+	// is in the cache. A prompt smaller than the one before that is not
+	// marked is taken as a prefix of it, read from a warm cache whole.
 	Rewritten bool
 	// Freed is what the compactions just before this call took out of the
 	// prompt, in tokens; Uncompacted puts it back.
@@ -106,8 +106,8 @@ type Call struct {
 // call marking the end of its prompt as a cache breakpoint: while the
 // entry is warm (the gap since the previous call is at most ttl) and the
 // prompt begins with the previous one, the previous prompt is read from the
-// cache and only the rest is written; otherwise the whole prompt is
-// written. Writes are priced for ttl (TTL1h or else 5 minutes). A
+// cache and only the rest is written; otherwise (expired, or Rewritten)
+// the whole prompt is written. Writes are priced for ttl (TTL1h or else 5 minutes). A
 // call with no time is taken to follow at once.
 func Replay(p Prices, ttl time.Duration, calls []Call) Bill {
 	var b Bill
@@ -136,8 +136,9 @@ func (c *promptCache) warm(t time.Time) bool {
 func (c *promptCache) send(call Call) Request {
 	r := Request{Time: call.Time, Output: call.OutputTokens}
 	write := call.PromptTokens
-	if c.warm(call.Time) && !call.Rewritten && call.PromptTokens >= c.prev {
-		r.CacheRead, write = c.prev, call.PromptTokens-c.prev
+	if c.warm(call.Time) && !call.Rewritten {
+		read := min(c.prev, call.PromptTokens)
+		r.CacheRead, write = read, call.PromptTokens-read
 	}
 	if c.ttl >= TTL1h {
 		r.CacheWrite1h = write

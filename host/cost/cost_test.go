@@ -86,9 +86,10 @@ func TestReplayRewrittenPrefixIsWrittenWhole(t *testing.T) {
 	assert.InDelta(t, 0.46275, cost.Replay(sonnet, cost.TTL5m, un).USD, 1e-12)
 	assert.Equal(t, 20_000, calls[1].PromptTokens, "Uncompacted changed its input")
 
-	// A prompt that shrank without being marked cannot be in the cache either.
+	// A prompt that shrank without being marked is taken as a prefix of
+	// the cached one: 100000·3.75; 20000·0.3; 20000·0.3 + 2000·3.75.
 	calls[1].Rewritten = false
-	assert.InDelta(t, 0.4635, cost.Replay(sonnet, cost.TTL5m, calls).USD, 1e-12)
+	assert.InDelta(t, 0.375+0.006+0.0135, cost.Replay(sonnet, cost.TTL5m, calls).USD, 1e-12)
 }
 
 func TestPriceCompaction(t *testing.T) {

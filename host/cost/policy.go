@@ -25,6 +25,11 @@ type Policy struct {
 	// SummaryTokens is the summary's size: the output of the summary call,
 	// whose input is what it folds.
 	SummaryTokens int
+	// MinSavings is the least share of the prompt a compaction must free
+	// to be made, as the engine refuses one that frees too little (no
+	// compaction storms); a prompt over the budget is then counted in
+	// Overflows.
+	MinSavings float64
 }
 
 // Validate reports a policy that cannot run.
@@ -32,10 +37,12 @@ func (pol Policy) Validate() error {
 	switch {
 	case pol.Budget <= 0:
 		return fmt.Errorf("cost: policy budget %d: want a positive token count", pol.Budget)
-	case pol.CompactAt < 0 || pol.CompactAt > 1 || pol.ColdAt < 0 || pol.ColdAt > 1:
-		return fmt.Errorf("cost: policy shares %g and %g: want 0 to 1", pol.CompactAt, pol.ColdAt)
-	case pol.Kept < 0 || pol.Kept >= pol.Budget || pol.SummaryTokens < 0:
+	case pol.CompactAt < 0 || pol.CompactAt > 1 || pol.ColdAt < 0 || pol.ColdAt > 1 || pol.MinSavings < 0 || pol.MinSavings > 1:
+		return fmt.Errorf("cost: policy shares %g, %g and %g: want 0 to 1", pol.CompactAt, pol.ColdAt, pol.MinSavings)
+	case pol.Kept < 0 || pol.Kept >= pol.Budget:
 		return fmt.Errorf("cost: policy keeps %d tokens of a %d budget: want fewer than the budget", pol.Kept, pol.Budget)
+	case pol.SummaryTokens < 0:
+		return fmt.Errorf("cost: policy summary of %d tokens: want 0 or more", pol.SummaryTokens)
 	}
 	return nil
 }
@@ -75,7 +82,7 @@ func Simulate(p Prices, ttl time.Duration, calls []Call, pol Policy) (Outcome, e
 		due := call.PromptTokens > pol.Budget ||
 			pol.CompactAt > 0 && size >= pol.CompactAt*budget ||
 			pol.ColdAt > 0 && !c.warm(call.Time) && c.sent && size >= pol.ColdAt*budget
-		if due && call.PromptTokens > pol.Kept {
+		if freed := call.PromptTokens - pol.Kept; due && freed > 0 && float64(freed) >= pol.MinSavings*size {
 			folded := call.PromptTokens - pol.Kept
 			summary := Request{Input: folded, Output: pol.SummaryTokens}
 			o.SummaryUSD += summary.USD(p)
@@ -93,16 +100,17 @@ func Simulate(p Prices, ttl time.Duration, calls []Call, pol Policy) (Outcome, e
 	return o, nil
 }
 
-// CallsOf are recorded requests as calls: a prompt smaller than the one
-// before marks a compaction the agent made, which freed at least the
-// difference.
+// CallsOf are recorded requests as calls. A prompt at least a fifth
+// smaller than the one before marks a compaction the agent made, which
+// freed at least the difference; a smaller drop (an agent leaving out
+// reasoning it sent before) is not one.
 func CallsOf(reqs []Request) []Call {
 	calls := make([]Call, len(reqs))
 	prev := 0
 	for i, r := range reqs {
 		n := r.PromptTokens()
 		calls[i] = Call{Time: r.Time, PromptTokens: n, OutputTokens: r.Output}
-		if i > 0 && n < prev {
+		if i > 0 && 5*n <= 4*prev {
 			calls[i].Rewritten, calls[i].Freed = true, prev-n
 		}
 		prev = n

@@ -79,6 +79,13 @@ func TestSimulateCompactsAnOverflow(t *testing.T) {
 	assert.Equal(t, 1, o.Compactions)
 	assert.Zero(t, o.Overflows)
 
+	// A compaction that would free less than MinSavings of the prompt
+	// (85k of 105k, under 90%) is not made: the prompt overflows instead.
+	o, err = cost.Simulate(sonnet, cost.TTL5m, calls, cost.Policy{Budget: 100_000, Kept: 20_000, SummaryTokens: 2_000, MinSavings: 0.9})
+	require.NoError(t, err)
+	assert.Zero(t, o.Compactions)
+	assert.Equal(t, 1, o.Overflows)
+
 	_, err = cost.Simulate(sonnet, cost.TTL5m, calls, cost.Policy{Budget: 100_000, Kept: 100_000})
 	assert.Error(t, err)
 	_, err = cost.Simulate(sonnet, cost.TTL5m, calls, cost.Policy{})
@@ -90,12 +97,18 @@ func TestCallsOfMarksTheAgentsCompactions(t *testing.T) {
 		{CacheWrite5m: 10_000, Output: 5},
 		{CacheRead: 10_000, CacheWrite5m: 2_000},
 		{Input: 1_000, CacheWrite5m: 4_000},
+		// A drop of less than a fifth is no compaction.
+		{CacheRead: 4_500},
 	})
 	assert.Equal(t, []cost.Call{
 		{PromptTokens: 10_000, OutputTokens: 5},
 		{PromptTokens: 12_000},
 		{PromptTokens: 5_000, Rewritten: true, Freed: 7_000},
+		{PromptTokens: 4_500},
 	}, calls)
-	assert.Equal(t, []int{10_000, 12_000, 12_000}, []int{
-		cost.Uncompacted(calls)[0].PromptTokens, cost.Uncompacted(calls)[1].PromptTokens, cost.Uncompacted(calls)[2].PromptTokens})
+	var sizes []int
+	for _, c := range cost.Uncompacted(calls) {
+		sizes = append(sizes, c.PromptTokens)
+	}
+	assert.Equal(t, []int{10_000, 12_000, 12_000, 11_500}, sizes)
 }

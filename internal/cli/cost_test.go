@@ -134,3 +134,42 @@ func TestCompactReportsTheRewriteItCauses(t *testing.T) {
 	assert.Equal(t, "1h", hour.Cost.CacheTTL)
 	assert.InDelta(t, after(hour)*6/1e6, hour.Cost.RewriteUSD, 1e-12)
 }
+
+func TestEvalCost(t *testing.T) {
+	path := claudeCodeWithUsage(t, threeTurns(time.Date(2026, 2, 8, 11, 0, 0, 0, time.UTC)))
+	r := runCLI(t, runOpts{}, "eval", "--cost", path)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	for _, p := range []string{"agent", "none", "threshold", "cache-aware", "claude-sonnet-4-5", "$0.01"} {
+		assert.Contains(t, r.stdout, p)
+	}
+	r = runCLI(t, runOpts{}, "eval", "--cost", "--json", "--policy", "none", path)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var rep struct {
+		Sessions []struct {
+			BilledUSD float64 `json:"billed_usd"`
+			Policies  []struct {
+				Policy string  `json:"policy"`
+				USD    float64 `json:"usd"`
+			} `json:"policies"`
+		} `json:"sessions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Len(t, rep.Sessions, 1)
+	assert.InDelta(t, 0.010743, rep.Sessions[0].BilledUSD, 1e-12)
+	require.Len(t, rep.Sessions[0].Policies, 1)
+	assert.Equal(t, "none", rep.Sessions[0].Policies[0].Policy)
+
+	for _, args := range [][]string{
+		{"eval", "--cost", "--policy", "cache_aware", path},
+		{"eval", "--cost", "--cold-share", "0", path},
+		{"eval", "--cost", "--strategy", "structured", path},
+		{"eval", "--cost", "--price", "input=x", path},
+	} {
+		r := runCLI(t, runOpts{}, args...)
+		assert.Equal(t, ExitUsage, r.code, "%v: %s", args, r.stderr)
+	}
+	r = runCLI(t, runOpts{}, "eval", "--cost", "--policy", "cache_aware", path)
+	assert.Contains(t, r.stderr, "cache-aware")
+	r = runCLI(t, runOpts{}, "eval", "--cost", sampleSession(t))
+	assert.Equal(t, ExitInput, r.code, r.stderr)
+}
