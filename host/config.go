@@ -300,4 +300,9 @@ type Budget struct {
 	Input int
 	// PruneAt, CompactAt and EmergencyAt are shares of Input.
 	PruneAt, CompactAt, EmergencyAt float64
+	// KeepRecentTokens and SummaryTokens are what a compaction keeps
+	// verbatim and the summary size it asks for; MinSavings the least
+	// share of the context it must free.
+	KeepRecentTokens, SummaryTokens int
+	MinSavings                      float64
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/catalog"
+	"github.com/compact-host/compact-host/host/cost"
 	"github.com/compact-host/compact-host/host/internal/pluginapi"
 	"github.com/compact-host/compact-host/host/internal/tokens"
 	"github.com/compact-host/compact-host/host/overflow"
@@ -118,7 +119,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 // Budget reports the engine's resolved window and thresholds.
 func (e *Engine) Budget() Budget {
 	return Budget{ContextWindow: int(e.window.Load()), MaxOutputTokens: e.cfg.MaxOutputTokens, Input: int(e.budget.Load()),
-		PruneAt: e.cfg.pruneAt, CompactAt: e.cfg.compactAt, EmergencyAt: e.cfg.emergencyAt}
+		PruneAt: e.cfg.pruneAt, CompactAt: e.cfg.compactAt, EmergencyAt: e.cfg.emergencyAt,
+		KeepRecentTokens: e.cfg.KeepRecentTokens, SummaryTokens: e.cfg.SummaryTokens, MinSavings: e.cfg.MinSavings}
 }
 
 // Tokenizer names the token counter in use ("chars/4", "o200k", "cl100k").
@@ -407,7 +409,5 @@ func (sv *services) cost() float64 {
 	if !ok {
 		return 0
 	}
-	u := sv.usage
-	return (float64(u.InputTokens)*m.InputPrice + float64(u.OutputTokens)*m.OutputPrice +
-		float64(u.CacheReadTokens)*m.CacheReadPrice + float64(u.CacheWriteTokens)*m.CacheWritePrice) / 1e6
+	return cost.FromUsage(sv.usage).USD(m.Prices())
 }

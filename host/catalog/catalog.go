@@ -29,8 +29,10 @@ type Model struct {
 	InputLimit int
 	// MaxOutput is the largest completion the model produces.
 	MaxOutput int
-	// Prices in USD per million tokens.
-	InputPrice, OutputPrice, CacheReadPrice, CacheWritePrice float64
+	// Prices in USD per million tokens, as the provider lists them: 0
+	// where it lists none. CacheWritePrice is the 5-minute write,
+	// CacheWrite1hPrice the 1-hour one. Prices fills the gaps.
+	InputPrice, OutputPrice, CacheReadPrice, CacheWritePrice, CacheWrite1hPrice float64
 }
 
 // InputBudget is the input a request may carry while leaving room for
@@ -66,7 +68,7 @@ func load() {
 	if err != nil {
 		panic("catalog: embedded data is corrupt: " + err.Error())
 	}
-	var data map[string]map[string][7]float64
+	var data map[string]map[string][8]float64
 	if err := json.Unmarshal(raw, &data); err != nil {
 		panic("catalog: embedded data is corrupt: " + err.Error())
 	}
@@ -83,7 +85,7 @@ func load() {
 	for p, models := range data {
 		for id, v := range models {
 			m := Model{Provider: p, ID: id, ContextWindow: int(v[0]), InputLimit: int(v[1]), MaxOutput: int(v[2]),
-				InputPrice: v[3], OutputPrice: v[4], CacheReadPrice: v[5], CacheWritePrice: v[6]}
+				InputPrice: v[3], OutputPrice: v[4], CacheReadPrice: v[5], CacheWritePrice: v[6], CacheWrite1hPrice: v[7]}
 			byKey[p+"/"+id] = m
 			lid := strings.ToLower(id)
 			byID[lid] = append(byID[lid], m)

@@ -4,7 +4,9 @@
 //
 //	go run gen.go ../../../shared/data/models.json
 //
-// Only limits and prices are kept, in a compact form.
+// Only limits and prices are kept, in a compact form. models.dev lists one
+// cache write price, the 5-minute one; the 1-hour write is derived here
+// (cacheWrite1h).
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"log"
 	"os"
 	"sort"
+	"strings"
 )
 
 type source struct {
@@ -42,17 +45,19 @@ func main() {
 	if err := json.Unmarshal(raw, &src); err != nil {
 		log.Fatal(err)
 	}
-	// provider -> model -> [context, input, output, in$, out$, cacheRead$, cacheWrite$]
-	out := map[string]map[string][7]float64{}
+	// provider -> model -> [context, input, output, in$, out$, cacheRead$, cacheWrite5m$, cacheWrite1h$]
+	out := map[string]map[string][8]float64{}
 	provs := make([]string, 0, len(src.Providers))
 	for p := range src.Providers {
 		provs = append(provs, p)
 	}
 	sort.Strings(provs)
 	for _, p := range provs {
-		out[p] = map[string][7]float64{}
+		out[p] = map[string][8]float64{}
 		for id, m := range src.Providers[p] {
-			out[p][id] = [7]float64{float64(m.Context), float64(m.Input), float64(m.Output), m.Cost.Input, m.Cost.Output, m.Cost.CacheRead, m.Cost.CacheWrite}
+			c := m.Cost
+			out[p][id] = [8]float64{float64(m.Context), float64(m.Input), float64(m.Output), c.Input, c.Output, c.CacheRead, c.CacheWrite,
+				cacheWrite1h(id, c.Input, c.CacheWrite)}
 		}
 	}
 	js, err := json.Marshal(out)
@@ -66,4 +71,17 @@ func main() {
 	if err := os.WriteFile("models.json.gz", buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// cacheWrite1h is the price of a cache write kept for an hour. Anthropic
+// documents it at twice the base input price for every Claude model, at
+// every provider that resells them with prompt caching (those list the
+// 5-minute write at 1.25x input). Other makers either cache automatically
+// with no write premium (OpenAI, Gemini) or publish no TTL tier: their
+// 1-hour price is the write price they list, 0 when they list none.
+func cacheWrite1h(id string, input, write5m float64) float64 {
+	if write5m > 0 && strings.Contains(strings.ToLower(id), "claude") {
+		return 2 * input
+	}
+	return write5m
 }

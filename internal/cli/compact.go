@@ -32,12 +32,14 @@ type compactOptions struct {
 	json      bool
 	reading   readingFlags
 	lockWait  time.Duration
+	cost      costFlags
 }
 
 func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
 	addEngineFlags(cmd, &o.engine)
 	addReadingFlags(cmd, &o.reading)
 	addOfflineFallbackFlag(cmd, &o.engine)
+	addCostFlags(cmd, &o.cost)
 	fl := cmd.Flags()
 	fl.StringVar(&o.format, "format", "", "input format (default: detected): "+strings.Join(formats.Names(), ", "))
 	fl.StringVar(&o.outFormat, "output-format", "", "output format: canonical (a session log, undoable), anthropic or openai (the compacted request), claude-code or codex (the agent's own file with the compaction recorded as the agent records one; for an input of that format); default: the input's format where it can be written, else canonical")
@@ -92,6 +94,9 @@ type compactReport struct {
 	Output     string           `json:"output,omitempty"`
 	WriteBack  *writeBackReport `json:"write_back,omitempty"`
 	Compaction *host.Compaction `json:"compaction,omitempty"`
+	// Cost is the compaction's cost to the agent, when its model has
+	// prices.
+	Cost *compactCost `json:"cost,omitempty"`
 }
 
 func runCompact(ctx context.Context, g *globals, o *compactOptions, args []string) error {
@@ -110,6 +115,10 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	}
 	if o.lockWait <= 0 {
 		return usageError{fmt.Errorf("--lock-wait %s: want a positive duration like 30s", o.lockWait)}
+	}
+	costs, err := o.cost.parse()
+	if err != nil {
+		return err
 	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
@@ -185,6 +194,9 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	}
 	rep.Fallbacks = fallbacks
 	rep.ModelStats = a.meter.Stats()
+	if res.Plan != nil || res.Compaction != nil {
+		rep.Cost = priceCompaction(costs, hc.Model, in.Requests, rep.TokensBefore, rep.TokensAfter, rep.ModelStats.CostUSD, time.Now())
+	}
 	for _, f := range fallbacks {
 		a.note("warning: fallback %s", f)
 	}
@@ -293,6 +305,9 @@ func printCompactReport(w io.Writer, asJSON, oneLine bool, r *compactReport) err
 		fmt.Fprintf(w, "plan: fold %d messages, keep %d from message %d (%s)%s\n", p.Folded, p.Kept, p.FirstKept, p.FirstKeptID, turn)
 		fmt.Fprintf(w, "tokens: %s (%s) now; about %s after (%s kept + a summary of about %s)\n", num(r.TokensBefore), pct(r.TokensBefore), num(r.TokensAfter), num(p.TokensKept), num(p.SummaryTokens))
 		fmt.Fprintf(w, "the summary must carry %d modified and %d read files\n", len(p.FilesModified), len(p.FilesRead))
+		if r.Cost != nil {
+			r.Cost.print(w, true)
+		}
 		fmt.Fprintln(w, "dry run: nothing written")
 		return nil
 	case r.Action == sessionio.ActionNone:
@@ -311,6 +326,9 @@ func printCompactReport(w io.Writer, asJSON, oneLine bool, r *compactReport) err
 	}
 	fmt.Fprintf(w, "%s with %s: folded %d messages; the context now has %d\n", r.Action, how, r.Folded, r.Kept)
 	fmt.Fprintf(w, "tokens: %s (%s) → %s (%s)\n", num(r.TokensBefore), pct(r.TokensBefore), num(r.TokensAfter), pct(r.TokensAfter))
+	if r.Cost != nil {
+		r.Cost.print(w, false)
+	}
 	for _, f := range r.Fallbacks {
 		fmt.Fprintf(w, "fallback: %s\n", f)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,10 @@ type evalOptions struct {
 	probes          string
 	minScore        float64
 	minCategory     float64
+	costMode        bool
+	policies        []string
+	coldShare       float64
+	cost            costFlags
 }
 
 func newEvalCmd(g *globals) *cobra.Command {
@@ -57,11 +62,21 @@ each probe's deterministic matcher (facts, file changes, next steps,
 decisions), then prints the share answered per category and per session.
 Probe files name their session by file name, found among the SESSION
 arguments or in ../shared/corpus. --min-score and --min-category turn the
-scores into a check: exit 6 when either is missed.`,
+scores into a check: exit 6 when either is missed.
+
+With --cost, eval replays the model calls each Claude Code or Codex file
+records, with their times and usage, through a model of the provider's
+prompt cache under each --policy: agent (as the agent ran it), none
+(compact only an overflowing prompt), threshold (compact past the gate's
+share) and cache-aware (compact past --cold-share of the budget once the
+cache has expired; a warm cache only past the gate's emergency share), and
+reports the cost, the summary calls' cost, compactions and prompt tokens
+per session and in total, beside what the recorded usage was billed.`,
 		Example: `  compact-host eval
   compact-host eval --context-window 32k --strategy structured --charts charts/ session.jsonl
   compact-host eval --json > eval.json
-  compact-host eval --probes internal/eval/testdata/probes --min-score 85 --min-category 70`,
+  compact-host eval --probes internal/eval/testdata/probes --min-score 85 --min-category 70
+  compact-host eval --cost --context-window 100k --policy threshold --policy cache-aware`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runEval(cmd.Context(), g, o, args) },
 	}
 	fl := cmd.Flags()
@@ -77,6 +92,10 @@ scores into a check: exit 6 when either is missed.`,
 	fl.StringVar(&o.probes, "probes", "", "score summaries against a probe file or a directory of them instead of replaying")
 	fl.Float64Var(&o.minScore, "min-score", 0, "with --probes: exit 6 when under this percentage of all probes is answered")
 	fl.Float64Var(&o.minCategory, "min-category", 0, "with --probes: exit 6 when any category scores under this percentage")
+	fl.BoolVar(&o.costMode, "cost", false, "replay the recorded model calls under compaction policies and report what they cost")
+	fl.StringSliceVar(&o.policies, "policy", nil, "with --cost: policy to replay, agent, none, threshold or cache-aware (repeatable; default all)")
+	fl.Float64Var(&o.coldShare, "cold-share", 0.5, "with --cost: the cache-aware policy compacts an expired cache past this share of the budget")
+	addCostFlags(cmd, &o.cost)
 	return cmd
 }
 
@@ -122,6 +141,9 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 	}
 	if o.probes != "" && (len(o.strategies) > 1 || len(o.windows) > 1 || o.charts != "" || o.truncateOutputs) {
 		return usageError{errors.New("--probes scores one strategy at one window: give --strategy and --context-window at most once, without --charts or --truncate-outputs")}
+	}
+	if o.costMode {
+		return runEvalCost(g, o, args)
 	}
 	opts := eval.Options{Sessions: args, Strategies: o.strategies, InProcess: o.inProcess, TruncateToolOutputs: o.truncateOutputs}
 	opts.Windows = o.windows
@@ -236,6 +258,48 @@ func runProbes(ctx context.Context, g *globals, o *evalOptions, opts eval.Option
 		if c.Probes > 0 && 100*c.Score < o.minCategory {
 			return withCode(ExitNotFit, fmt.Errorf("probe category %s scores %.1f%%, under --min-category %g%%", c.Name, 100*c.Score, o.minCategory))
 		}
+	}
+	return nil
+}
+
+// runEvalCost is eval --cost.
+func runEvalCost(g *globals, o *evalOptions, args []string) error {
+	if o.probes != "" || len(o.strategies) > 0 || o.charts != "" || len(o.windows) > 1 {
+		return usageError{errors.New("--cost replays recorded calls at one window: give --context-window at most once, without --probes, --strategy or --charts")}
+	}
+	if !(o.coldShare > 0 && o.coldShare <= 1) {
+		return usageError{fmt.Errorf("--cold-share %g: want a share above 0, at most 1", o.coldShare)}
+	}
+	for _, p := range o.policies {
+		if !slices.Contains(eval.Policies, p) {
+			return usageError{fmt.Errorf("--policy %q: want %s%s", p, strings.Join(eval.Policies, ", "), suggest.Hint(p, eval.Policies))}
+		}
+	}
+	costs, err := o.cost.parse()
+	if err != nil {
+		return err
+	}
+	opts := eval.CostOptions{Sessions: args, Policies: o.policies, Prices: costs.prices, TTL: costs.ttl, ColdShare: o.coldShare}
+	if len(o.windows) == 1 {
+		opts.Window = o.windows[0]
+	}
+	rep, err := eval.RunCost(opts)
+	switch {
+	case errors.Is(err, eval.ErrNoSessions):
+		return withCode(ExitInput, err)
+	case err != nil:
+		return err
+	}
+	if o.json {
+		err = rep.WriteJSON(g.io.Out)
+	} else {
+		err = rep.WriteTable(g.io.Out)
+	}
+	if err != nil {
+		return err
+	}
+	if o.jsonPath != "" {
+		return atomicfile.Write(o.jsonPath, 0o644, func(w io.Writer) error { return rep.WriteJSON(w) })
 	}
 	return nil
 }

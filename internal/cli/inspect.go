@@ -16,6 +16,7 @@ type inspectOptions struct {
 	format  string
 	largest int
 	json    bool
+	cost    costFlags
 }
 
 type inspectReport struct {
@@ -61,6 +62,8 @@ type inspectReport struct {
 		Read     int `json:"read"`
 		Modified int `json:"modified"`
 	} `json:"files"`
+	// Cost is what the model calls the file records usage of were billed.
+	Cost *fileCost `json:"cost,omitempty"`
 }
 
 // inspectCompaction is a compaction recorded in an agent's file.
@@ -86,6 +89,7 @@ func newInspectCmd(g *globals) *cobra.Command {
 	addPluginsFlag(cmd, &o.engine)
 	addInputFlags(cmd, &o.engine)
 	addReadingFlags(cmd, &o.reading)
+	addCostFlags(cmd, &o.cost)
 	cmd.Flags().StringVar(&o.format, "format", "", "input format (default: detected)")
 	cmd.Flags().IntVar(&o.largest, "largest", 5, "how many of the largest tool outputs to list (0 to 1000)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the report as JSON")
@@ -95,6 +99,10 @@ func newInspectCmd(g *globals) *cobra.Command {
 func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []string) error {
 	if o.largest < 0 || o.largest > 1000 {
 		return usageError{fmt.Errorf("--largest %d: want 0 to 1000", o.largest)}
+	}
+	costs, err := o.cost.parse()
+	if err != nil {
+		return err
 	}
 	a, err := newApp(g, o.engine)
 	if err != nil {
@@ -135,6 +143,7 @@ func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []strin
 	ops := s.FileOps()
 	r.Files.Read, r.Files.Modified = len(ops.Read), len(ops.Modified)
 	r.Skipped, r.Repaired = in.Skipped, in.Repaired
+	r.Cost = billFile(costs, in.Requests, a.hostConfig().Model)
 	w := g.io.Out
 	if o.json {
 		enc := json.NewEncoder(w)
@@ -157,6 +166,9 @@ func runInspect(ctx context.Context, g *globals, o *inspectOptions, args []strin
 			summary = "encrypted"
 		}
 		fmt.Fprintf(w, "compaction by %s at line %d: %s bytes, summary %s\n", c.By, c.Line, num(c.Bytes), summary)
+	}
+	if r.Cost != nil {
+		r.Cost.print(w)
 	}
 	for _, sa := range r.Subagents {
 		fmt.Fprintf(w, "subagent %s (call %s): %d messages, %s tokens, not in the context\n", sa.ID, sa.ToolUseID, sa.Messages, num(sa.Tokens))

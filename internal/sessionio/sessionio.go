@@ -15,6 +15,7 @@ import (
 	"weak"
 
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/cost"
 	"github.com/compact-host/compact-host/host/formats"
 )
 
@@ -47,6 +48,9 @@ type Input struct {
 	// Overhead is what the agent adds to every request (system prompt,
 	// tool schemas), when known.
 	Overhead Overhead
+	// Requests are the model calls the file records usage of, in order
+	// (Claude Code and Codex files); nil when it records none.
+	Requests []cost.Request
 }
 
 // ReadOptions choose how ReadWith reads a session.
@@ -164,6 +168,7 @@ func ReadWith(e *host.Engine, name string, data []byte, format string, o ReadOpt
 			in.HistoryTokens = countMessages(e, sess.Messages)
 		}
 		describeFile(e, in, sess)
+		in.Requests = billedRequests(in, name, data, sess.Format)
 		in.Overhead = overhead(e, sess, msgs, o)
 		if sess.Request != nil {
 			rememberRequest(in.Session, sess.Request)
@@ -313,4 +318,15 @@ func Write(w io.Writer, s *host.Session, format string) error {
 		return formats.Write(w, format, s.Context())
 	}
 	return fmt.Errorf("output format %q: want %s", format, strings.Join(Writable, ", "))
+}
+
+// billedRequests reads the usage the file records. A file whose usage
+// cannot be read is still a session: the reason becomes a warning and the
+// calls read before it are kept.
+func billedRequests(in *Input, name string, data []byte, format string) []cost.Request {
+	reqs, err := formats.BilledRequests(bytes.NewReader(data), format)
+	if err != nil && !errors.Is(err, formats.ErrTornLine) { // a torn line is warned of already
+		in.Warnings = append(in.Warnings, fmt.Sprintf("%s: the recorded usage stops at %v; %d model calls were read", name, err, len(reqs)))
+	}
+	return reqs
 }
