@@ -7,6 +7,7 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/catalog"
+	"github.com/compact-host/compact-host/host/cost"
 )
 
 // Meter is a host.ModelClient that counts the calls made through it,
@@ -66,8 +67,7 @@ func (m *Meter) Complete(ctx context.Context, req *abi.CompleteRequest) (*abi.Co
 		name = m.next.Model()
 	}
 	if c, ok := catalog.Lookup(name); ok {
-		m.stats.CostUSD += (float64(u.InputTokens)*c.InputPrice + float64(u.OutputTokens)*c.OutputPrice +
-			float64(u.CacheReadTokens)*c.CacheReadPrice + float64(u.CacheWriteTokens)*c.CacheWritePrice) / 1e6
+		m.stats.CostUSD += cost.FromUsage(u).USD(c.Prices())
 	}
 	return resp, nil
 }
