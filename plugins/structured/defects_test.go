@@ -277,3 +277,24 @@ func TestMergeKeepsEarlierFileChanges(t *testing.T) {
 	assert.Contains(t, files, "- `cache.go`: created; added `Cache`, `Cache.Get`")
 	assert.Equal(t, 1, strings.Count(resp.Summary, "cache.go"), "the earlier file is listed twice")
 }
+
+// A choice stated only in the agent's reasoning reaches the decisions,
+// labelled as reasoning, and never stands in for the user's request.
+func TestReasoningDecisionLabelled(t *testing.T) {
+	msgs := []abi.Message{
+		user("Can we avoid force pushes when results conflict?"),
+		{Role: abi.RoleAssistant, Content: []abi.Block{
+			{Type: abi.BlockThinking, Text: "I'll push to a timestamped branch instead of force-pushing, because that never rewrites shared history."},
+			{Type: abi.BlockText, Text: "Updating the design."},
+		}},
+	}
+	s := offline(t, msgs, 4000)
+	assert.Contains(t, s, "Decided (in its reasoning): I'll push to a timestamped branch instead of force-pushing")
+	assert.NotContains(t, s, "No decision stated")
+	for _, sec := range digest.ParseSections(s) {
+		if digest.TitleKey(sec.Title) == digest.TitleKey(structured.ActiveTask) {
+			assert.Contains(t, sec.Body, "avoid force pushes")
+			assert.NotContains(t, sec.Body, "timestamped branch", "reasoning is never quoted as the request")
+		}
+	}
+}

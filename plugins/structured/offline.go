@@ -185,18 +185,30 @@ func decisions(f *digest.Facts, prev map[string][]string) digest.Part {
 		case strings.HasPrefix(d.Rejected, "turned down by the user"):
 			text = "- Rejected, " + d.Rejected + ". It had said: " + d.Text
 		case d.Rejected != "":
-			text = "- Ruled out: " + d.Text
+			text = "- Ruled out" + reasoningLabel(d.Statement) + ": " + d.Text
 		default:
-			text = "- Decided: " + d.Text
+			text = "- Decided" + reasoningLabel(d.Statement) + ": " + d.Text
 		}
 		keep := stated(d.Text, f.Focus)
 		if d.Reason || d.Rejected != "" {
 			keep++
 		}
+		if d.Reasoning {
+			keep = keepRead // thought on the way; what the agent said goes first
+		}
 		p.Items = append(p.Items, digest.Item{Text: text, Keep: keep})
 	}
 	p.Items = append(p.Items, previousItems(prev[KeyDecisions], nil)...)
 	return p
+}
+
+// reasoningLabel marks what the agent only thought, so a reader tells it
+// from what the agent said.
+func reasoningLabel(s digest.Statement) string {
+	if s.Reasoning {
+		return " (in its reasoning)"
+	}
+	return ""
 }
 
 func stated(text string, focus []string) int {
@@ -408,7 +420,11 @@ func narrative(f *digest.Facts, prev map[string][]string) digest.Part {
 // findings adds what the assistant reported established along the way.
 func findings(f *digest.Facts, p digest.Part) digest.Part {
 	for _, s := range digest.Last(f.Findings, 40) {
-		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Plain(s.Text), Keep: stated(s.Text, f.Focus) - 1, Header: "Found along the way:"})
+		keep := stated(s.Text, f.Focus) - 1
+		if s.Reasoning {
+			keep-- // thought on the way; what the agent said goes first
+		}
+		p.Items = append(p.Items, digest.Item{Text: "- " + strings.TrimPrefix(reasoningLabel(s)+" ", " ") + digest.Plain(s.Text), Keep: keep, Header: "Found along the way:"})
 	}
 	return p
 }

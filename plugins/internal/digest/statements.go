@@ -13,6 +13,37 @@ import (
 type Statement struct {
 	Index int
 	Text  string
+	// Reasoning is true for a sentence of the assistant's reasoning
+	// (thinking blocks), which a summary labels as such: the agent
+	// thought it, it did not tell the user.
+	Reasoning bool
+}
+
+// Reasoning joins the thinking blocks of m by newlines: Claude thinking,
+// Codex reasoning summaries and Copilot reasoning text, as the readers
+// hand them over. Agents such as Copilot CLI put most of their words
+// there, so causes, choices and plans are often stated nowhere else.
+func Reasoning(m *abi.Message) string {
+	var parts []string
+	for _, b := range m.Content {
+		if b.Type == abi.BlockThinking && strings.TrimSpace(b.Text) != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// assistantProse yields the sentences of an assistant message: its
+// visible text, then its reasoning.
+func assistantProse(m *abi.Message, yield func(s string, reasoning bool)) {
+	for _, s := range sentences(m.Text()) {
+		yield(s, false)
+	}
+	if r := Reasoning(m); r != "" {
+		for _, s := range sentences(r) {
+			yield(s, true)
+		}
+	}
 }
 
 var (
@@ -61,19 +92,21 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 			break
 		}
 	}
-	for i, m := range msgs {
-		if m.Role != abi.RoleAssistant {
+	for i := range msgs {
+		if msgs[i].Role != abi.RoleAssistant {
 			continue
 		}
-		for _, s := range sentences(m.Text()) {
+		assistantProse(&msgs[i], func(s string, reasoning bool) {
 			lower := scratch.lower(s)
 			if hasMarker(lower, decisionMarkers) {
-				decisions = appendStatement(decisions, Statement{i, s}, seenDecision)
+				decisions = appendStatement(decisions, Statement{i, s, reasoning}, seenDecision)
 			}
-			if hasMarker(lower, openMarkers) || (i == last && hasMarker(lower, intentMarkers)) {
-				open = appendStatement(open, Statement{i, s}, seenOpen)
+			// Reasoning leaves work open where it says so ("still need");
+			// its announcements are thoughts on the way, not plans.
+			if hasMarker(lower, openMarkers) || (i == last && !reasoning && hasMarker(lower, intentMarkers)) {
+				open = appendStatement(open, Statement{i, s, reasoning}, seenOpen)
 			}
-		}
+		})
 	}
 	return decisions, open
 }
@@ -89,7 +122,7 @@ func constraintsOf(reqs []Request) []Statement {
 	for _, r := range reqs {
 		for _, s := range sentences(r.Text) {
 			if hasMarker(scratch.lower(s), constraintMarkers) {
-				out = appendStatement(out, Statement{r.Index, s}, seen)
+				out = appendStatement(out, Statement{Index: r.Index, Text: s}, seen)
 			}
 		}
 	}
@@ -272,7 +305,7 @@ func ClassifyDecisions(statements []Statement, reqs []Request) []Decision {
 			continue
 		}
 		lower := strings.ToLower(s.Text)
-		d := Decision{Statement: Statement{Index: s.Index, Text: Plain(s.Text)}, Reason: hasMarker(lower, reasonMarkers)}
+		d := Decision{Statement: Statement{Index: s.Index, Text: Plain(s.Text), Reasoning: s.Reasoning}, Reason: hasMarker(lower, reasonMarkers)}
 		if hasMarker(lower, rejectMarkers) {
 			d.Rejected = "ruled out by the assistant"
 		}
@@ -331,18 +364,18 @@ func Findings(msgs []abi.Message, decisions []Statement) []Statement {
 	var scratch lowerer
 	var out []Statement
 	seen := map[string]bool{}
-	for i, m := range msgs {
-		if m.Role != abi.RoleAssistant {
+	for i := range msgs {
+		if msgs[i].Role != abi.RoleAssistant {
 			continue
 		}
-		for _, s := range sentences(m.Text()) {
+		assistantProse(&msgs[i], func(s string, reasoning bool) {
 			if taken[s] || len(strings.Fields(s)) < 4 && !hasArtifact(s) {
-				continue
+				return
 			}
 			if hasMarker(scratch.lower(s), findingMarkers) || hasArtifact(s) {
-				out = appendStatement(out, Statement{i, s}, seen)
+				out = appendStatement(out, Statement{i, s, reasoning}, seen)
 			}
-		}
+		})
 	}
 	return out
 }
