@@ -417,8 +417,20 @@ func narrative(f *digest.Facts, prev map[string][]string) digest.Part {
 	return findings(f, p)
 }
 
-// findings adds what the assistant reported established along the way.
+// findings adds what the assistant reported established along the way
+// and what the latest commands returned.
 func findings(f *digest.Facts, p digest.Part) digest.Part {
+	for i, o := range digest.Last(f.Outcomes, 10) {
+		keep := keepRead
+		if i >= len(f.Outcomes)-3 {
+			keep = keepPrevious
+		}
+		lines := make([]string, len(o.Lines))
+		for j, l := range o.Lines {
+			lines[j] = digest.Code(l)
+		}
+		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Code(o.Call) + " → " + strings.Join(lines, "; "), Keep: keep, Header: "Commands returned (their last run):"})
+	}
 	for _, s := range digest.Last(f.Findings, 40) {
 		keep := stated(s.Text, f.Focus) - 1
 		if s.Reasoning {

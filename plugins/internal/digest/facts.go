@@ -39,6 +39,8 @@ type Facts struct {
 	Images  []ImageNote
 	// Findings are what the assistant reported established along the way.
 	Findings []Statement
+	// Outcomes are what the latest shell commands reported.
+	Outcomes []Outcome
 	// Previous holds the summaries to merge: the request's previous
 	// summary, then any summary messages among the folded ones.
 	Previous []string
@@ -70,6 +72,7 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Decided = ClassifyDecisions(f.Decisions, f.Requests)
 	f.Images = Images(msgs)
 	f.Findings = Findings(msgs, f.Decisions)
+	f.Outcomes = Outcomes(f.Calls)
 	f.Focus = FocusTerms(req.Focus)
 	if s := strings.TrimSpace(req.PreviousSummary); s != "" {
 		f.Previous = append(f.Previous, s)

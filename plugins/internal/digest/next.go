@@ -151,11 +151,7 @@ func Resolve(calls []Call, errs []ErrorNote) []Resolution {
 	byResult := map[int]int{}
 	for i, c := range calls {
 		if c.Command != "" {
-			w := strings.Fields(mainCommand(c.Command))
-			if len(w) > 2 {
-				w = w[:2]
-			}
-			keys[i] = strings.Join(w, " ")
+			keys[i] = commandKey(mainCommand(c.Command))
 		} else {
 			keys[i] = c.Name + " " + c.Path()
 		}
