@@ -298,3 +298,23 @@ func TestReasoningDecisionLabelled(t *testing.T) {
 		}
 	}
 }
+
+// An announcement whose call has run is past: "Let me commit this." with
+// the commit made is no next step; one that names more steps still is.
+func TestAnnouncedStepThatRanIsNotNext(t *testing.T) {
+	session := func(text string) []abi.Message {
+		return []abi.Message{
+			user("Fix the typo in README.md and commit it."),
+			assistant("Fixed.", call("e1", "Edit", args{"file_path": "README.md", "old_string": "teh", "new_string": "the"})),
+			result("e1", "ok", false),
+			assistant(text, call("c1", "Bash", args{"command": "git commit -am 'README: typo'"})),
+			result("c1", "[main 1a2b3c4] README: typo\n 1 file changed", false),
+		}
+	}
+	s := offline(t, session("Let me commit this."), 4000)
+	assert.NotContains(t, s, "said it would next: “Let me commit this.”")
+	assert.Contains(t, s, "Done as the assistant last announced (its calls ran): “Let me commit this.”")
+
+	s = offline(t, session("Let me commit this, then open the PR."), 4000)
+	assert.Contains(t, s, "said it would next: “Let me commit this, then open the PR.”")
+}

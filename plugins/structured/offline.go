@@ -150,7 +150,10 @@ func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
 			p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("- [%s] %s", s.Status, digest.Plain(digest.ClipHead(s.Text, 300))), Keep: keep, Header: header})
 		}
 	}
-	if f.HasIntention {
+	switch {
+	case f.IntentionRan:
+		p.Items = append(p.Items, digest.Item{Text: "- Done as the assistant last announced (its calls ran): “" + digest.Plain(f.Intention.Text) + "” No later step stated.", Keep: digest.Never})
+	case f.HasIntention:
 		p.Items = append(p.Items, digest.Item{Text: "- The assistant said it would next: “" + digest.Plain(f.Intention.Text) + "”", Keep: digest.Never})
 	}
 	// Failed commands of the latest turn that no later run fixed are

@@ -32,6 +32,9 @@ type Facts struct {
 	// Intention is what the assistant last said it would do next.
 	Intention    Statement
 	HasIntention bool
+	// IntentionRan is true when the calls that carried out the
+	// intention have run (see IntentionRan).
+	IntentionRan bool
 	// Resolved pairs each error with the call that fixed it, if any.
 	Resolved []Resolution
 	// Decided holds the decisions labelled (taken, ruled out, turned down).
@@ -68,6 +71,7 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Changes = Changes(f.Calls)
 	f.Plan, f.HasPlan = Plan(f.Calls)
 	f.Intention, f.HasIntention = Intention(msgs)
+	f.IntentionRan = f.HasIntention && IntentionRan(f.Calls, f.Intention)
 	f.Resolved = Resolve(f.Calls, f.Errors)
 	f.Decided = ClassifyDecisions(f.Decisions, f.Requests)
 	f.Images = Images(msgs)

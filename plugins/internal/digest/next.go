@@ -130,6 +130,29 @@ func Intention(msgs []abi.Message) (Statement, bool) {
 	return Statement{}, false
 }
 
+// IntentionRan reports whether what the assistant announced in s has
+// been carried out: the message that says it made tool calls, every one
+// of them has its result, and the sentence names one step ("Let me commit
+// this."), not a sequence ("…, then commit and open the PR"). Such an
+// announcement is past, not a next step.
+func IntentionRan(calls []Call, s Statement) bool {
+	lower := strings.ToLower(s.Text)
+	if strings.Contains(lower, "then ") || strings.Contains(lower, " and ") || strings.Contains(lower, " after ") {
+		return false
+	}
+	n := 0
+	for _, c := range calls {
+		if c.Index != s.Index {
+			continue
+		}
+		if c.Result == nil {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
 // Resolution pairs an error with the later call that shows it fixed.
 type Resolution struct {
 	ErrorNote
