@@ -122,6 +122,8 @@ func offlineDoc(f *digest.Facts, focus string, target int) *digest.Doc {
 			text = "Rejected, " + d.Rejected + "; it had said: " + d.Text
 		case d.Rejected != "":
 			text = "Ruled out: " + d.Text
+		case d.Cause:
+			text = "Cause: " + d.Text
 		}
 		decided.Items = append(decided.Items, digest.Item{Text: text, Keep: keepStated})
 	}

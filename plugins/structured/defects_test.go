@@ -204,7 +204,7 @@ func TestDecisionsLabelled(t *testing.T) {
 	d := section(t, s, structured.KeyDecisions)
 	assert.Contains(t, d, "- Rejected, turned down by the user: “no, don't add a global cache, memoize per request”. It had said: I decided to add a global cache")
 	assert.NotContains(t, d, "- Decided: I decided to add a global cache", "a turned-down option is listed as a decision")
-	assert.Contains(t, d, "- Decided: **Root cause**: the resolver re-reads the index")
+	assert.Contains(t, d, "- Cause: **Root cause**: the resolver re-reads the index")
 	assert.NotContains(t, d, "Now fix the test", "an introduction is listed as a decision")
 	for _, l := range strings.Split(s, "\n") {
 		assert.True(t, digest.Balanced(l), "unbalanced markup: %q", l)

@@ -189,6 +189,8 @@ func decisions(f *digest.Facts, prev map[string][]string) digest.Part {
 			text = "- Rejected, " + d.Rejected + ". It had said: " + d.Text
 		case d.Rejected != "":
 			text = "- Ruled out" + reasoningLabel(d.Statement) + ": " + d.Text
+		case d.Cause:
+			text = "- Cause" + reasoningLabel(d.Statement) + ": " + d.Text
 		default:
 			text = "- Decided" + reasoningLabel(d.Statement) + ": " + d.Text
 		}

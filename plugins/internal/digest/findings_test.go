@@ -52,3 +52,28 @@ func TestReasoningIsEvidence(t *testing.T) {
 	assert.Equal(t, "Rewriting the doc.", msgs[1].Text(), "the visible text stays apart from the reasoning")
 	assert.Contains(t, digest.Reasoning(&msgs[1]), "timestamped")
 }
+
+// A decision is a sentence with a choice in it: a reason alone ("because")
+// is none, a cause is labelled as such, and a requirement the agent
+// settles on is one.
+func TestDecisionsNeedAChoice(t *testing.T) {
+	msgs := []abi.Message{
+		pluginstest.User("should the cache be on by default?"),
+		pluginstest.Assistant("This will raise ValueError because the dict is not in the set. " +
+			"The root cause is the stale key in the cache map. So it MUST be opt-in for existing users. " +
+			"I'll keep the old flag rather than rename it."),
+	}
+	type labelled struct {
+		Text  string
+		Cause bool
+	}
+	var got []labelled
+	for _, d := range digest.ClassifyDecisions(digest.Decisions(msgs), digest.Requests(msgs)) {
+		got = append(got, labelled{d.Text, d.Cause})
+	}
+	assert.Equal(t, []labelled{
+		{"The root cause is the stale key in the cache map.", true},
+		{"So it MUST be opt-in for existing users.", false},
+		{"I'll keep the old flag rather than rename it.", false},
+	}, got)
+}

@@ -49,9 +49,14 @@ func assistantProse(m *abi.Message, yield func(s string, reasoning bool)) {
 var (
 	// Sentences that record a choice and, often, its reason.
 	decisionMarkers = newMarkerSet(
-		"decided", "decision", "instead", "rather than", "chose ", "chosen", "going with", "switch to",
-		"switched to", "the fix is", "root cause", "the approach", "approach is", "because", "so that",
+		"decided", "decision", "instead", "rather than", "chose ", "chosen", "going with", "go with", "switch to",
+		"switched to", "the fix is", "the approach", "approach is", "must be", "should be", "opt-in", "opt in",
+		"we'll use", "i'll use", "we will use", "will use ", "keep the ", "keeping the ", "drop the ", "dropping the ",
+		"better to", "prefer ", "out of scope", "won't ", "not going to", "ruled out", "decided against",
 	)
+	// Sentences that state why something fails: rationale beside the
+	// decisions, though not a choice.
+	causeMarkers = newMarkerSet("root cause", "the issue is", "the problem is", "caused by", "fails because", "failed because")
 	// Sentences that leave something open wherever they appear.
 	openMarkers = newMarkerSet(
 		"todo", "fixme", "still need", "not yet", "remaining", "pending", "follow-up", "follow up",
@@ -66,7 +71,8 @@ var (
 	)
 )
 
-// Decisions returns the assistant's sentences that state a decision.
+// Decisions returns the assistant's sentences that state a decision or
+// the cause the decisions answer (see Decision.Cause).
 func Decisions(msgs []abi.Message) []Statement {
 	decisions, _ := assistantStatements(msgs)
 	return decisions
@@ -98,7 +104,7 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 		}
 		assistantProse(&msgs[i], func(s string, reasoning bool) {
 			lower := scratch.lower(s)
-			if hasMarker(lower, decisionMarkers) {
+			if hasMarker(lower, decisionMarkers) || hasMarker(lower, causeMarkers) {
 				decisions = appendStatement(decisions, Statement{i, s, reasoning}, seenDecision)
 			}
 			// Reasoning leaves work open where it says so ("still need");
@@ -284,6 +290,9 @@ type Decision struct {
 	Rejected string
 	// Reason is true when the sentence gives its reason.
 	Reason bool
+	// Cause is true for a sentence that states why something fails and
+	// makes no choice: rationale for the decisions, not one of them.
+	Cause bool
 }
 
 var (
@@ -305,7 +314,8 @@ func ClassifyDecisions(statements []Statement, reqs []Request) []Decision {
 			continue
 		}
 		lower := strings.ToLower(s.Text)
-		d := Decision{Statement: Statement{Index: s.Index, Text: Plain(s.Text), Reasoning: s.Reasoning}, Reason: hasMarker(lower, reasonMarkers)}
+		d := Decision{Statement: Statement{Index: s.Index, Text: Plain(s.Text), Reasoning: s.Reasoning}, Reason: hasMarker(lower, reasonMarkers),
+			Cause: !hasMarker(lower, decisionMarkers)}
 		if hasMarker(lower, rejectMarkers) {
 			d.Rejected = "ruled out by the assistant"
 		}
