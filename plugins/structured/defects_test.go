@@ -318,3 +318,23 @@ func TestAnnouncedStepThatRanIsNotNext(t *testing.T) {
 	s = offline(t, session("Let me commit this, then open the PR."), 4000)
 	assert.Contains(t, s, "said it would next: “Let me commit this, then open the PR.”")
 }
+
+// A step still to do names the commands the session ran for that kind of
+// work, so "Run tests and lint" says how tests and lint run here.
+func TestPendingStepNamesItsCommands(t *testing.T) {
+	todos := `{"todos":[{"content":"Fix the parser","status":"completed"},{"content":"Run tests and lint","status":"pending"}]}`
+	msgs := []abi.Message{
+		user("Fix the parser, then make sure tests and lint pass."),
+		assistant("", call("t1", "Bash", args{"command": "cd /src && mise run test"})),
+		result("t1", "--- FAIL: TestParse", true),
+		assistant("", call("t2", "Bash", args{"command": "mise run lint"})),
+		result("t2", "ok", false),
+		assistant("", call("t3", "Bash", args{"command": "ls /testbed && git checkout -b fix"})),
+		result("t3", "", false),
+		{Role: abi.RoleAssistant, Content: []abi.Block{{Type: abi.BlockToolUse, ID: "p1", Name: "TodoWrite", Input: []byte(todos)}}},
+		result("p1", "ok", false),
+	}
+	next := section(t, offline(t, msgs, 4000), structured.NextStep)
+	assert.Contains(t, next, "- [pending] Run tests and lint (ran before for this: `mise run test`, `mise run lint`)")
+	assert.NotContains(t, next, "checkout")
+}

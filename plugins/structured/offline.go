@@ -147,14 +147,14 @@ func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
 			if s.Status == "in_progress" {
 				keep = digest.Never
 			}
-			p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("- [%s] %s", s.Status, digest.Plain(digest.ClipHead(s.Text, 300))), Keep: keep, Header: header})
+			p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("- [%s] %s", s.Status, digest.Plain(digest.ClipHead(s.Text, 300))) + commandsSeen(s.Text, f.Calls), Keep: keep, Header: header})
 		}
 	}
 	switch {
 	case f.IntentionRan:
 		p.Items = append(p.Items, digest.Item{Text: "- Done as the assistant last announced (its calls ran): “" + digest.Plain(f.Intention.Text) + "” No later step stated.", Keep: digest.Never})
 	case f.HasIntention:
-		p.Items = append(p.Items, digest.Item{Text: "- The assistant said it would next: “" + digest.Plain(f.Intention.Text) + "”", Keep: digest.Never})
+		p.Items = append(p.Items, digest.Item{Text: "- The assistant said it would next: “" + digest.Plain(f.Intention.Text) + "”" + commandsSeen(f.Intention.Text, f.Calls), Keep: digest.Never})
 	}
 	// Failed commands of the latest turn that no later run fixed are
 	// work still to do; other failures are listed under pending items.
@@ -173,6 +173,19 @@ func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
 		}
 	}
 	return p
+}
+
+// commandsSeen names the commands the session ran for the kinds of work
+// a step names, so the step says how it is done here.
+func commandsSeen(step string, calls []digest.Call) string {
+	cmds := digest.CommandsFor(step, calls)
+	if len(cmds) == 0 {
+		return ""
+	}
+	for i, c := range cmds {
+		cmds[i] = digest.Code(c)
+	}
+	return " (ran before for this: " + strings.Join(cmds, ", ") + ")"
 }
 
 func firstLine(s string) string {

@@ -252,3 +252,64 @@ func lookup(cmd string) bool {
 	}
 	return false
 }
+
+// Kinds of work a step names and the commands that do them, by the word
+// that names both ("Run tests and lint" → `mise run test`, `mise run lint`).
+var workWords = []string{"test", "lint", "build", "format", "typecheck", "vet", "commit", "push", "migrate", "install", "deploy"}
+
+// CommandsFor returns, for each kind of work text names, the last shell
+// command of calls that does it (its main command, clipped), at most
+// three: a step the agent still has to do, with the commands it ran for
+// the same kind of work before, is a step it can resume.
+func CommandsFor(text string, calls []Call) []string {
+	var want []string
+	lower := strings.ToLower(text)
+	for _, w := range workWords {
+		if containsWord(lower, w) {
+			want = append(want, w)
+		}
+	}
+	var out []string
+	for _, w := range want {
+		for i := len(calls) - 1; i >= 0; i-- {
+			if !calls[i].IsShell() {
+				continue
+			}
+			main := mainCommand(calls[i].Command)
+			if lookup(main) || !containsWord(strings.ToLower(main), w) {
+				continue
+			}
+			if cmd := ClipHead(OneLine(main), 80); !contains(out, cmd) {
+				out = append(out, cmd)
+			}
+			break
+		}
+		if len(out) == 3 {
+			break
+		}
+	}
+	return out
+}
+
+// containsWord reports whether lower holds w as a word or with a suffix
+// of its forms ("tests", "linting", "go test ./...", "test:unit"), not
+// inside another word ("testbed", "checkout", "pytest").
+func containsWord(lower, w string) bool {
+	for i := 0; i+len(w) <= len(lower); {
+		j := strings.Index(lower[i:], w)
+		if j < 0 {
+			return false
+		}
+		k := i + j
+		if k == 0 || !isWordByte(lower[k-1]) {
+			rest := lower[k+len(w):]
+			for _, suffix := range []string{"", "s", "ing", "ed", "er", "ers"} {
+				if strings.HasPrefix(rest, suffix) && (len(rest) == len(suffix) || !isWordByte(rest[len(suffix)])) {
+					return true
+				}
+			}
+		}
+		i = k + 1
+	}
+	return false
+}
