@@ -338,3 +338,21 @@ func TestPendingStepNamesItsCommands(t *testing.T) {
 	assert.Contains(t, next, "- [pending] Run tests and lint (ran before for this: `mise run test`, `mise run lint`)")
 	assert.NotContains(t, next, "checkout")
 }
+
+// A long task at a small target leaves room for the rest: the decisions
+// and the narrative are not all dropped behind a verbatim 6 KB request,
+// and the summary stays under the host's limit of twice the target.
+func TestLongRequestLeavesRoomAtSmallTarget(t *testing.T) {
+	msgs := []abi.Message{
+		user(longRequest(80)), // about 6 KB
+		assistant("I'll keep the old flag rather than rename it, so it must be opt-in for existing users.",
+			call("b1", "Bash", args{"command": "go test ./..."})),
+		result("b1", "ok  \tgithub.com/acme/app\t0.2s", false),
+		assistant("Done: the flag is opt-in."),
+	}
+	const target = 1200
+	s := offline(t, msgs, target)
+	assert.Contains(t, section(t, s, structured.KeyDecisions), "I'll keep the old flag rather than rename it")
+	assert.Contains(t, s, "step 001:", "the request's head is kept")
+	assert.LessOrEqual(t, digest.EstimateTokens(s), target*9/5)
+}
