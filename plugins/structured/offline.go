@@ -147,14 +147,14 @@ func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
 			if s.Status == "in_progress" {
 				keep = digest.Never
 			}
-			p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("- [%s] %s", s.Status, digest.Plain(digest.ClipHead(s.Text, 300))) + commandsSeen(s.Text, f.Calls), Keep: keep, Header: header})
+			p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("- [%s] %s", s.Status, digest.Plain(digest.ClipHead(s.Text, 300))) + commandsSeen(s.Text, f), Keep: keep, Header: header})
 		}
 	}
 	switch {
 	case f.IntentionRan:
 		p.Items = append(p.Items, digest.Item{Text: "- Done as the assistant last announced (its calls ran): “" + digest.Plain(f.Intention.Text) + "” No later step stated.", Keep: digest.Never})
 	case f.HasIntention:
-		p.Items = append(p.Items, digest.Item{Text: "- The assistant said it would next: “" + digest.Plain(f.Intention.Text) + "”" + commandsSeen(f.Intention.Text, f.Calls), Keep: digest.Never})
+		p.Items = append(p.Items, digest.Item{Text: "- The assistant said it would next: “" + digest.Plain(f.Intention.Text) + "”" + commandsSeen(f.Intention.Text, f), Keep: digest.Never})
 	}
 	// Failed commands of the latest turn that no later run fixed are
 	// work still to do; other failures are listed under pending items.
@@ -177,8 +177,8 @@ func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
 
 // commandsSeen names the commands the session ran for the kinds of work
 // a step names, so the step says how it is done here.
-func commandsSeen(step string, calls []digest.Call) string {
-	cmds := digest.CommandsFor(step, calls)
+func commandsSeen(step string, f *digest.Facts) string {
+	cmds := f.CommandsFor(step)
 	if len(cmds) == 0 {
 		return ""
 	}

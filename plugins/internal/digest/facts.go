@@ -48,6 +48,8 @@ type Facts struct {
 	// summary, then any summary messages among the folded ones.
 	Previous []string
 	Focus    []string
+	// workCommands caches CommandsFor's reading of the calls.
+	workCommands map[string]string
 }
 
 // Gather extracts the facts of req.

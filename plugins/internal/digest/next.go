@@ -258,34 +258,42 @@ func lookup(cmd string) bool {
 var workWords = []string{"test", "lint", "build", "format", "typecheck", "vet", "commit", "push", "migrate", "install", "deploy"}
 
 // CommandsFor returns, for each kind of work text names, the last shell
-// command of calls that does it (its main command, clipped), at most
+// command of the calls that does it (its main command, clipped), at most
 // three: a step the agent still has to do, with the commands it ran for
 // the same kind of work before, is a step it can resume.
-func CommandsFor(text string, calls []Call) []string {
-	var want []string
-	lower := strings.ToLower(text)
-	for _, w := range workWords {
-		if containsWord(lower, w) {
-			want = append(want, w)
-		}
+func (f *Facts) CommandsFor(text string) []string {
+	if f.workCommands == nil {
+		f.workCommands = workCommands(f.Calls)
 	}
 	var out []string
-	for _, w := range want {
-		for i := len(calls) - 1; i >= 0; i-- {
-			if !calls[i].IsShell() {
-				continue
+	lower := strings.ToLower(text)
+	for _, w := range workWords {
+		if cmd, ok := f.workCommands[w]; ok && containsWord(lower, w) && !contains(out, cmd) {
+			if out = append(out, cmd); len(out) == 3 {
+				break
 			}
-			main := mainCommand(calls[i].Command)
-			if lookup(main) || !containsWord(strings.ToLower(main), w) {
-				continue
-			}
-			if cmd := ClipHead(OneLine(main), 80); !contains(out, cmd) {
-				out = append(out, cmd)
-			}
-			break
 		}
-		if len(out) == 3 {
-			break
+	}
+	return out
+}
+
+// workCommands maps each kind of work to the last shell command of calls
+// that does it, in one pass from the newest call.
+func workCommands(calls []Call) map[string]string {
+	out := make(map[string]string, len(workWords))
+	for i := len(calls) - 1; i >= 0 && len(out) < len(workWords); i-- {
+		if !calls[i].IsShell() {
+			continue
+		}
+		main := mainCommand(calls[i].Command)
+		if lookup(main) {
+			continue
+		}
+		lower := strings.ToLower(main)
+		for _, w := range workWords {
+			if _, ok := out[w]; !ok && containsWord(lower, w) {
+				out[w] = ClipHead(OneLine(main), 80)
+			}
 		}
 	}
 	return out
