@@ -48,7 +48,8 @@ type Facts struct {
 	// summary, then any summary messages among the folded ones.
 	Previous []string
 	Focus    []string
-	// workCommands caches CommandsFor's reading of the calls.
+	// workCommands caches CommandsFor's reading of the calls: per kind
+	// of work looked up, its last command, or "" when none does it.
 	workCommands map[string]string
 }
 

@@ -262,13 +262,17 @@ var workWords = []string{"test", "lint", "build", "format", "typecheck", "vet", 
 // three: a step the agent still has to do, with the commands it ran for
 // the same kind of work before, is a step it can resume.
 func (f *Facts) CommandsFor(text string) []string {
-	if f.workCommands == nil {
-		f.workCommands = workCommands(f.Calls)
-	}
-	var out []string
 	lower := strings.ToLower(text)
+	var named []string
 	for _, w := range workWords {
-		if cmd, ok := f.workCommands[w]; ok && containsWord(lower, w) && !contains(out, cmd) {
+		if containsWord(lower, w) {
+			named = append(named, w)
+		}
+	}
+	f.findWorkCommands(named)
+	var out []string
+	for _, w := range named {
+		if cmd := f.workCommands[w]; cmd != "" && !contains(out, cmd) {
 			if out = append(out, cmd); len(out) == 3 {
 				break
 			}
@@ -277,26 +281,38 @@ func (f *Facts) CommandsFor(text string) []string {
 	return out
 }
 
-// workCommands maps each kind of work to the last shell command of calls
-// that does it, in one pass from the newest call.
-func workCommands(calls []Call) map[string]string {
-	out := make(map[string]string, len(workWords))
-	for i := len(calls) - 1; i >= 0 && len(out) < len(workWords); i-- {
-		if !calls[i].IsShell() {
+// findWorkCommands looks up, for the kinds of work not looked up yet, the
+// last shell command that does each, in one pass from the newest call;
+// a kind no command does is remembered as "".
+func (f *Facts) findWorkCommands(kinds []string) {
+	if f.workCommands == nil {
+		f.workCommands = map[string]string{}
+	}
+	var want []string
+	for _, w := range kinds {
+		if _, done := f.workCommands[w]; !done {
+			want = append(want, w)
+			f.workCommands[w] = ""
+		}
+	}
+	left := len(want)
+	for i := len(f.Calls) - 1; i >= 0 && left > 0; i-- {
+		c := &f.Calls[i]
+		if !c.IsShell() {
 			continue
 		}
-		main := mainCommand(calls[i].Command)
+		main := mainCommand(c.Command)
 		if lookup(main) {
 			continue
 		}
 		lower := strings.ToLower(main)
-		for _, w := range workWords {
-			if _, ok := out[w]; !ok && containsWord(lower, w) {
-				out[w] = ClipHead(OneLine(main), 80)
+		for _, w := range want {
+			if f.workCommands[w] == "" && containsWord(lower, w) {
+				f.workCommands[w] = ClipHead(OneLine(main), 80)
+				left--
 			}
 		}
 	}
-	return out
 }
 
 // containsWord reports whether lower holds w as a word or with a suffix

@@ -62,6 +62,9 @@ var (
 		"todo", "fixme", "still need", "not yet", "remaining", "pending", "follow-up", "follow up",
 		"next step", "left to do", "later", "blocked",
 	)
+	// Any of the markers above: a sentence without one is neither a
+	// decision, a cause nor an open item.
+	statementMarkers = newMarkerSet(append(append(append([]string{}, decisionMarkers.list...), causeMarkers.list...), openMarkers.list...)...)
 	// Sentences that announce work; open only when they come last.
 	intentMarkers = newMarkerSet("i'll ", "i will ", "next,", "next ", "let me ", "we need to", "need to", "going to")
 	// Sentences of the user that set a rule.
@@ -104,6 +107,9 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 		}
 		assistantProse(&msgs[i], func(s string, reasoning bool) {
 			lower := scratch.lower(s)
+			if !hasMarker(lower, statementMarkers) && i != last {
+				return // the usual sentence: one scan, not one per kind
+			}
 			if hasMarker(lower, decisionMarkers) || hasMarker(lower, causeMarkers) {
 				decisions = appendStatement(decisions, Statement{i, s, reasoning}, seenDecision)
 			}
