@@ -35,7 +35,7 @@ const (
 // result are left out, and so are at most outcomeCalls commands read,
 // newest first.
 func Outcomes(calls []Call) []Outcome {
-	sessions := shellSessions(calls)
+	var sessions map[string]int // built at the first poll: most sessions have none
 	var out []Outcome
 	seen := map[string]bool{}
 	for i := len(calls) - 1; i >= 0 && len(seen) < outcomeCalls; i-- {
@@ -49,6 +49,9 @@ func Outcomes(calls []Call) []Outcome {
 		// result.
 		run, poll := c, false
 		if c.tool == "write_stdin" {
+			if sessions == nil {
+				sessions = shellSessions(calls)
+			}
 			origin, ok := sessions[sessionOf(c)]
 			if !ok {
 				continue
@@ -101,8 +104,8 @@ func readsHistory(main string) bool {
 }
 
 // shellSessions maps the session IDs of commands still running when their
-// call returned ("Process running with session ID 80268", as Codex
-// reports it) to the index of their call.
+// call returned ("Process running with session ID 80268", which Codex
+// writes in the first lines of the result) to the index of their call.
 func shellSessions(calls []Call) map[string]int {
 	const marker = "session ID "
 	out := map[string]int{}
@@ -110,8 +113,9 @@ func shellSessions(calls []Call) map[string]int {
 		if c.Result == nil || !c.IsShell() {
 			continue
 		}
-		if j := strings.LastIndex(c.Result.Text, marker); j >= 0 {
-			rest := c.Result.Text[j+len(marker):]
+		head := cutRunes(c.Result.Text, 1024)
+		if j := strings.LastIndex(head, marker); j >= 0 {
+			rest := head[j+len(marker):]
 			n := 0
 			for n < len(rest) && isDigit(rest[n]) {
 				n++

@@ -31,7 +31,7 @@ func TestOutcomes(t *testing.T) {
 		assistant("", call("5", "Bash", args{"command": "grep -rn fail ."})),
 		result("5", "a.go:3: 2 failed\n", false),
 		assistant("", call("6", "exec_command", args{"cmd": "bun test"})),
-		result("6", "RESULT: ERROR (run aborted)\n"+noise+"Process running with session ID 4242\n", false),
+		result("6", "Chunk ID: 1f2e\nProcess running with session ID 4242\nRESULT: ERROR (run aborted)\n"+noise, false),
 		assistant("", call("7", "write_stdin", map[string]any{"session_id": 4242, "chars": ""})),
 		result("7", noise+" 15 pass\n 0 fail\nRan 15 tests across 2 files.\n", false),
 		assistant("", call("8", "Bash", args{"command": "python -m pytest tests/"})),
