@@ -438,7 +438,7 @@ func narrative(f *digest.Facts, prev map[string][]string) digest.Part {
 // findings adds what the assistant reported established along the way
 // and what the latest commands returned.
 func findings(f *digest.Facts, p digest.Part) digest.Part {
-	for i, o := range digest.Last(f.Outcomes, 10) {
+	for i, o := range f.Outcomes {
 		keep := keepRead
 		if i >= len(f.Outcomes)-3 {
 			keep = keepPrevious

@@ -22,23 +22,25 @@ type Outcome struct {
 // long output is read at both ends only: a 10 MB log costs no more than a
 // short one.
 const (
-	outcomeHead  = 2048
-	outcomeTail  = 6144
+	outcomeHead  = 1536
+	outcomeTail  = 4096
 	outcomeLines = 3
 	outcomeCalls = 24
+	// OutcomesKept is how many outcomes Outcomes returns at most.
+	OutcomesKept = 10
 )
 
 // Outcomes returns what the latest shell commands reported, oldest first:
 // for each command (the same program and subcommand counts as one, so a
 // repeated test run gives its last result only), the result lines of its
 // last run. Lookups (grep, cat, ls…) and commands whose output states no
-// result are left out, and so are at most outcomeCalls commands read,
-// newest first.
+// result are left out; at most outcomeCalls commands are read, newest
+// first, and at most OutcomesKept outcomes returned.
 func Outcomes(calls []Call) []Outcome {
 	var sessions map[string]int // built at the first poll: most sessions have none
 	var out []Outcome
 	seen := map[string]bool{}
-	for i := len(calls) - 1; i >= 0 && len(seen) < outcomeCalls; i-- {
+	for i := len(calls) - 1; i >= 0 && len(seen) < outcomeCalls && len(out) < OutcomesKept; i-- {
 		c := &calls[i]
 		if c.Result == nil {
 			continue
