@@ -26,6 +26,9 @@ const (
 	outcomeTail  = 4096
 	outcomeLines = 3
 	outcomeCalls = 24
+	// outcomeScan bounds the calls looked at, newest first: a session
+	// that repeats a few commands would otherwise be read whole.
+	outcomeScan = 200
 	// OutcomesKept is how many outcomes Outcomes returns at most.
 	OutcomesKept = 10
 )
@@ -34,13 +37,13 @@ const (
 // for each command (the same program and subcommand counts as one, so a
 // repeated test run gives its last result only), the result lines of its
 // last run. Lookups (grep, cat, ls…) and commands whose output states no
-// result are left out; at most outcomeCalls commands are read, newest
-// first, and at most OutcomesKept outcomes returned.
+// result are left out; of the newest outcomeScan calls, at most
+// outcomeCalls commands are read and OutcomesKept outcomes returned.
 func Outcomes(calls []Call) []Outcome {
 	var sessions map[string]int // built at the first poll: most sessions have none
 	var out []Outcome
 	seen := map[string]bool{}
-	for i := len(calls) - 1; i >= 0 && len(seen) < outcomeCalls && len(out) < OutcomesKept; i-- {
+	for i := len(calls) - 1; i >= max(0, len(calls)-outcomeScan) && len(seen) < outcomeCalls && len(out) < OutcomesKept; i-- {
 		c := &calls[i]
 		if c.Result == nil {
 			continue
