@@ -296,10 +296,10 @@ func (f *Facts) findWorkCommands(kinds []string) {
 		}
 	}
 	left := len(want)
-	for i := len(f.Calls) - 1; i >= 0 && left > 0; i-- {
+	for i := len(f.Calls) - 1; i >= max(0, len(f.Calls)-workScan) && left > 0; i-- {
 		c := &f.Calls[i]
-		if !c.IsShell() {
-			continue
+		if !c.IsShell() || !anyWord(c.Command, want) {
+			continue // the usual call: no word wanted, no command parsed
 		}
 		main := mainCommand(c.Command)
 		if lookup(main) {
@@ -313,6 +313,22 @@ func (f *Facts) findWorkCommands(kinds []string) {
 			}
 		}
 	}
+}
+
+// workScan bounds the calls findWorkCommands reads, newest first.
+const workScan = 2000
+
+// anyWord reports whether cmd holds one of words, in any case, the way
+// containsWord finds them.
+func anyWord(cmd string, words []string) bool {
+	var l lowerer
+	lower := l.lower(cmd)
+	for _, w := range words {
+		if containsWord(lower, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // containsWord reports whether lower holds w as a word or with a suffix
