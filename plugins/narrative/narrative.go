@@ -62,7 +62,8 @@ func (Strategy) Summarize(ctx context.Context, host sdk.Host, req *abi.Summarize
 			return nil, err
 		}
 	}
-	return &abi.SummarizeResponse{Summary: digest.FitDoc(ctx, offlineDoc(f, req.Focus, req.TargetTokens), req.TargetTokens, host.CountTokens), Offline: true}, nil
+	d := offlineDoc(f, req.Focus, req.TargetTokens)
+	return &abi.SummarizeResponse{Summary: digest.FitDoc(ctx, d, d.Room(req.TargetTokens), host.CountTokens), Offline: true}, nil
 }
 
 func isNoModel(err error) bool {

@@ -44,7 +44,10 @@ func offlineDoc(f *digest.Facts, focus string, target int) *digest.Doc {
 			next.Items = append(next.Items, digest.Item{Text: fmt.Sprintf("The agent's plan had %d of %d steps done; left: %s.", done, len(f.Plan), strings.Join(todo, "; ")), Keep: digest.Never})
 		}
 	}
-	if f.HasIntention {
+	switch {
+	case f.IntentionRan:
+		next.Items = append(next.Items, digest.Item{Text: "It last did as it announced (its calls ran): “" + digest.Plain(f.Intention.Text) + "”", Keep: digest.Never})
+	case f.HasIntention:
 		next.Items = append(next.Items, digest.Item{Text: "It said it would next: “" + digest.Plain(f.Intention.Text) + "”", Keep: digest.Never})
 	}
 	for _, r := range f.Resolved {
@@ -119,6 +122,8 @@ func offlineDoc(f *digest.Facts, focus string, target int) *digest.Doc {
 			text = "Rejected, " + d.Rejected + "; it had said: " + d.Text
 		case d.Rejected != "":
 			text = "Ruled out: " + d.Text
+		case d.Cause:
+			text = "Cause: " + d.Text
 		}
 		decided.Items = append(decided.Items, digest.Item{Text: text, Keep: keepStated})
 	}

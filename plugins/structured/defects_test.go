@@ -204,7 +204,7 @@ func TestDecisionsLabelled(t *testing.T) {
 	d := section(t, s, structured.KeyDecisions)
 	assert.Contains(t, d, "- Rejected, turned down by the user: “no, don't add a global cache, memoize per request”. It had said: I decided to add a global cache")
 	assert.NotContains(t, d, "- Decided: I decided to add a global cache", "a turned-down option is listed as a decision")
-	assert.Contains(t, d, "- Decided: **Root cause**: the resolver re-reads the index")
+	assert.Contains(t, d, "- Cause: **Root cause**: the resolver re-reads the index")
 	assert.NotContains(t, d, "Now fix the test", "an introduction is listed as a decision")
 	for _, l := range strings.Split(s, "\n") {
 		assert.True(t, digest.Balanced(l), "unbalanced markup: %q", l)
@@ -276,4 +276,83 @@ func TestMergeKeepsEarlierFileChanges(t *testing.T) {
 	files := section(t, resp.Summary, structured.FilesArtifacts)
 	assert.Contains(t, files, "- `cache.go`: created; added `Cache`, `Cache.Get`")
 	assert.Equal(t, 1, strings.Count(resp.Summary, "cache.go"), "the earlier file is listed twice")
+}
+
+// A choice stated only in the agent's reasoning reaches the decisions,
+// labelled as reasoning, and never stands in for the user's request.
+func TestReasoningDecisionLabelled(t *testing.T) {
+	msgs := []abi.Message{
+		user("Can we avoid force pushes when results conflict?"),
+		{Role: abi.RoleAssistant, Content: []abi.Block{
+			{Type: abi.BlockThinking, Text: "I'll push to a timestamped branch instead of force-pushing, because that never rewrites shared history."},
+			{Type: abi.BlockText, Text: "Updating the design."},
+		}},
+	}
+	s := offline(t, msgs, 4000)
+	assert.Contains(t, s, "Decided (in its reasoning): I'll push to a timestamped branch instead of force-pushing")
+	assert.NotContains(t, s, "No decision stated")
+	for _, sec := range digest.ParseSections(s) {
+		if digest.TitleKey(sec.Title) == digest.TitleKey(structured.ActiveTask) {
+			assert.Contains(t, sec.Body, "avoid force pushes")
+			assert.NotContains(t, sec.Body, "timestamped branch", "reasoning is never quoted as the request")
+		}
+	}
+}
+
+// An announcement whose call has run is past: "Let me commit this." with
+// the commit made is no next step; one that names more steps still is.
+func TestAnnouncedStepThatRanIsNotNext(t *testing.T) {
+	session := func(text string) []abi.Message {
+		return []abi.Message{
+			user("Fix the typo in README.md and commit it."),
+			assistant("Fixed.", call("e1", "Edit", args{"file_path": "README.md", "old_string": "teh", "new_string": "the"})),
+			result("e1", "ok", false),
+			assistant(text, call("c1", "Bash", args{"command": "git commit -am 'README: typo'"})),
+			result("c1", "[main 1a2b3c4] README: typo\n 1 file changed", false),
+		}
+	}
+	s := offline(t, session("Let me commit this."), 4000)
+	assert.NotContains(t, s, "said it would next: “Let me commit this.”")
+	assert.Contains(t, s, "Done as the assistant last announced (its calls ran): “Let me commit this.”")
+
+	s = offline(t, session("Let me commit this, then open the PR."), 4000)
+	assert.Contains(t, s, "said it would next: “Let me commit this, then open the PR.”")
+}
+
+// A step still to do names the commands the session ran for that kind of
+// work, so "Run tests and lint" says how tests and lint run here.
+func TestPendingStepNamesItsCommands(t *testing.T) {
+	todos := `{"todos":[{"content":"Fix the parser","status":"completed"},{"content":"Run tests and lint","status":"pending"}]}`
+	msgs := []abi.Message{
+		user("Fix the parser, then make sure tests and lint pass."),
+		assistant("", call("t1", "Bash", args{"command": "cd /src && mise run test"})),
+		result("t1", "--- FAIL: TestParse", true),
+		assistant("", call("t2", "Bash", args{"command": "mise run lint"})),
+		result("t2", "ok", false),
+		assistant("", call("t3", "Bash", args{"command": "ls /testbed && git checkout -b fix"})),
+		result("t3", "", false),
+		{Role: abi.RoleAssistant, Content: []abi.Block{{Type: abi.BlockToolUse, ID: "p1", Name: "TodoWrite", Input: []byte(todos)}}},
+		result("p1", "ok", false),
+	}
+	next := section(t, offline(t, msgs, 4000), structured.NextStep)
+	assert.Contains(t, next, "- [pending] Run tests and lint (ran before for this: `mise run test`, `mise run lint`)")
+	assert.NotContains(t, next, "checkout")
+}
+
+// A long task at a small target leaves room for the rest: the decisions
+// and the narrative are not all dropped behind a verbatim 6 KB request,
+// and the summary stays under the host's limit of twice the target.
+func TestLongRequestLeavesRoomAtSmallTarget(t *testing.T) {
+	msgs := []abi.Message{
+		user(longRequest(80)), // about 6 KB
+		assistant("I'll keep the old flag rather than rename it, so it must be opt-in for existing users.",
+			call("b1", "Bash", args{"command": "go test ./..."})),
+		result("b1", "ok  \tgithub.com/acme/app\t0.2s", false),
+		assistant("Done: the flag is opt-in."),
+	}
+	const target = 1200
+	s := offline(t, msgs, target)
+	assert.Contains(t, section(t, s, structured.KeyDecisions), "I'll keep the old flag rather than rename it")
+	assert.Contains(t, s, "step 001:", "the request's head is kept")
+	assert.LessOrEqual(t, digest.EstimateTokens(s), target*9/5)
 }

@@ -147,11 +147,14 @@ func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
 			if s.Status == "in_progress" {
 				keep = digest.Never
 			}
-			p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("- [%s] %s", s.Status, digest.Plain(digest.ClipHead(s.Text, 300))), Keep: keep, Header: header})
+			p.Items = append(p.Items, digest.Item{Text: fmt.Sprintf("- [%s] %s", s.Status, digest.Plain(digest.ClipHead(s.Text, 300))) + commandsSeen(s.Text, f), Keep: keep, Header: header})
 		}
 	}
-	if f.HasIntention {
-		p.Items = append(p.Items, digest.Item{Text: "- The assistant said it would next: “" + digest.Plain(f.Intention.Text) + "”", Keep: digest.Never})
+	switch {
+	case f.IntentionRan:
+		p.Items = append(p.Items, digest.Item{Text: "- Done as the assistant last announced (its calls ran): “" + digest.Plain(f.Intention.Text) + "” No later step stated.", Keep: digest.Never})
+	case f.HasIntention:
+		p.Items = append(p.Items, digest.Item{Text: "- The assistant said it would next: “" + digest.Plain(f.Intention.Text) + "”" + commandsSeen(f.Intention.Text, f), Keep: digest.Never})
 	}
 	// Failed commands of the latest turn that no later run fixed are
 	// work still to do; other failures are listed under pending items.
@@ -172,6 +175,19 @@ func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
 	return p
 }
 
+// commandsSeen names the commands the session ran for the kinds of work
+// a step names, so the step says how it is done here.
+func commandsSeen(step string, f *digest.Facts) string {
+	cmds := f.CommandsFor(step)
+	if len(cmds) == 0 {
+		return ""
+	}
+	for i, c := range cmds {
+		cmds[i] = digest.Code(c)
+	}
+	return " (ran before for this: " + strings.Join(cmds, ", ") + ")"
+}
+
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return digest.ClipHead(l, 240)
@@ -185,18 +201,32 @@ func decisions(f *digest.Facts, prev map[string][]string) digest.Part {
 		case strings.HasPrefix(d.Rejected, "turned down by the user"):
 			text = "- Rejected, " + d.Rejected + ". It had said: " + d.Text
 		case d.Rejected != "":
-			text = "- Ruled out: " + d.Text
+			text = "- Ruled out" + reasoningLabel(d.Statement) + ": " + d.Text
+		case d.Cause:
+			text = "- Cause" + reasoningLabel(d.Statement) + ": " + d.Text
 		default:
-			text = "- Decided: " + d.Text
+			text = "- Decided" + reasoningLabel(d.Statement) + ": " + d.Text
 		}
 		keep := stated(d.Text, f.Focus)
 		if d.Reason || d.Rejected != "" {
 			keep++
 		}
+		if d.Reasoning {
+			keep = keepRead // thought on the way; what the agent said goes first
+		}
 		p.Items = append(p.Items, digest.Item{Text: text, Keep: keep})
 	}
 	p.Items = append(p.Items, previousItems(prev[KeyDecisions], nil)...)
 	return p
+}
+
+// reasoningLabel marks what the agent only thought, so a reader tells it
+// from what the agent said.
+func reasoningLabel(s digest.Statement) string {
+	if s.Reasoning {
+		return " (in its reasoning)"
+	}
+	return ""
 }
 
 func stated(text string, focus []string) int {
@@ -405,10 +435,26 @@ func narrative(f *digest.Facts, prev map[string][]string) digest.Part {
 	return findings(f, p)
 }
 
-// findings adds what the assistant reported established along the way.
+// findings adds what the assistant reported established along the way
+// and what the latest commands returned.
 func findings(f *digest.Facts, p digest.Part) digest.Part {
+	for i, o := range f.Outcomes {
+		keep := keepRead
+		if i >= len(f.Outcomes)-3 {
+			keep = keepPrevious
+		}
+		lines := make([]string, len(o.Lines))
+		for j, l := range o.Lines {
+			lines[j] = digest.Code(l)
+		}
+		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Code(o.Call) + " → " + strings.Join(lines, "; "), Keep: keep, Header: "Commands returned (their last run):"})
+	}
 	for _, s := range digest.Last(f.Findings, 40) {
-		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Plain(s.Text), Keep: stated(s.Text, f.Focus) - 1, Header: "Found along the way:"})
+		keep := stated(s.Text, f.Focus) - 1
+		if s.Reasoning {
+			keep-- // thought on the way; what the agent said goes first
+		}
+		p.Items = append(p.Items, digest.Item{Text: "- " + strings.TrimPrefix(reasoningLabel(s)+" ", " ") + digest.Plain(s.Text), Keep: keep, Header: "Found along the way:"})
 	}
 	return p
 }

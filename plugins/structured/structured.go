@@ -67,7 +67,7 @@ func (Strategy) Summarize(ctx context.Context, host sdk.Host, req *abi.Summarize
 		host.Log(slog.LevelDebug, "structured: host has no model, summarizing offline")
 	}
 	d := offlineDoc(f, req.Focus, req.TargetTokens)
-	return &abi.SummarizeResponse{Summary: digest.FitDoc(ctx, d, req.TargetTokens, counter(host)), Offline: true}, nil
+	return &abi.SummarizeResponse{Summary: digest.FitDoc(ctx, d, d.Room(req.TargetTokens), counter(host)), Offline: true}, nil
 }
 
 func validate(req *abi.SummarizeRequest) error {

@@ -224,6 +224,30 @@ func (d *Doc) Fit(maxTokens int) {
 	}
 }
 
+// Room is the size to fit d to for a target of target tokens: the target,
+// unless the items never dropped (the request in progress, the modified
+// files) take more than three fifths of it on their own; then those items
+// and two fifths of the target, so the summary keeps its most important
+// other items beside them rather than none, and at most 1.8 times the
+// target, under the host's limit of twice it.
+func (d *Doc) Room(target int) int {
+	if target <= 0 {
+		return target
+	}
+	dropped := make([][]bool, len(d.Parts))
+	for p := range d.Parts {
+		dropped[p] = make([]bool, len(d.Parts[p].Items))
+		for i, it := range d.Parts[p].Items {
+			dropped[p][i] = it.Keep < Never
+		}
+	}
+	fixed := (d.size(dropped) + 3) / 4
+	if fixed <= target*3/5 {
+		return target
+	}
+	return min(fixed+target*2/5, target*9/5)
+}
+
 // FitDoc fits d to target tokens and renders it. It fits with the byte
 // estimate, then, when count is given, measures the result once with it
 // (the host's tokenizer) and fits again to a proportionally smaller

@@ -103,3 +103,21 @@ func TestFitMeetsTargetRenderingOnce(t *testing.T) {
 		assert.Equal(t, never, kept, "doc %d: an item kept at Never was dropped", n)
 	}
 }
+
+// Room is the target while the items never dropped leave room, and
+// grows by two fifths of the target (to 1.8 times it at most) once they
+// take more than three fifths of it.
+func TestRoom(t *testing.T) {
+	doc := func(fixedBytes int) *Doc {
+		return &Doc{Parts: []Part{{Title: "T", Items: []Item{
+			{Text: strings.Repeat("r", fixedBytes), Keep: Never},
+			{Text: strings.Repeat("d", 4000), Keep: 1},
+		}}}}
+	}
+	assert.Equal(t, 1000, doc(2000).Room(1000))
+	got := doc(3200).Room(1000)
+	assert.Greater(t, got, 800+400-10)
+	assert.LessOrEqual(t, got, 800+400+10)
+	assert.Equal(t, 1800, doc(8000).Room(1000))
+	assert.Equal(t, 0, doc(8000).Room(0))
+}

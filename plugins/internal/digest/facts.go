@@ -32,6 +32,9 @@ type Facts struct {
 	// Intention is what the assistant last said it would do next.
 	Intention    Statement
 	HasIntention bool
+	// IntentionRan is true when the calls that carried out the
+	// intention have run (see IntentionRan).
+	IntentionRan bool
 	// Resolved pairs each error with the call that fixed it, if any.
 	Resolved []Resolution
 	// Decided holds the decisions labelled (taken, ruled out, turned down).
@@ -39,10 +42,15 @@ type Facts struct {
 	Images  []ImageNote
 	// Findings are what the assistant reported established along the way.
 	Findings []Statement
+	// Outcomes are what the latest shell commands reported.
+	Outcomes []Outcome
 	// Previous holds the summaries to merge: the request's previous
 	// summary, then any summary messages among the folded ones.
 	Previous []string
 	Focus    []string
+	// workCommands caches CommandsFor's reading of the calls: per kind
+	// of work looked up, its last command, or "" when none does it.
+	workCommands map[string]string
 }
 
 // Gather extracts the facts of req.
@@ -66,10 +74,12 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Changes = Changes(f.Calls)
 	f.Plan, f.HasPlan = Plan(f.Calls)
 	f.Intention, f.HasIntention = Intention(msgs)
+	f.IntentionRan = f.HasIntention && IntentionRan(f.Calls, f.Intention)
 	f.Resolved = Resolve(f.Calls, f.Errors)
 	f.Decided = ClassifyDecisions(f.Decisions, f.Requests)
 	f.Images = Images(msgs)
 	f.Findings = Findings(msgs, f.Decisions)
+	f.Outcomes = Outcomes(f.Calls)
 	f.Focus = FocusTerms(req.Focus)
 	if s := strings.TrimSpace(req.PreviousSummary); s != "" {
 		f.Previous = append(f.Previous, s)

@@ -130,6 +130,29 @@ func Intention(msgs []abi.Message) (Statement, bool) {
 	return Statement{}, false
 }
 
+// IntentionRan reports whether what the assistant announced in s has
+// been carried out: the message that says it made tool calls, every one
+// of them has its result, and the sentence names one step ("Let me commit
+// this."), not a sequence ("…, then commit and open the PR"). Such an
+// announcement is past, not a next step.
+func IntentionRan(calls []Call, s Statement) bool {
+	lower := strings.ToLower(s.Text)
+	if strings.Contains(lower, "then ") || strings.Contains(lower, " and ") || strings.Contains(lower, " after ") {
+		return false
+	}
+	n := 0
+	for _, c := range calls {
+		if c.Index != s.Index {
+			continue
+		}
+		if c.Result == nil {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
 // Resolution pairs an error with the later call that shows it fixed.
 type Resolution struct {
 	ErrorNote
@@ -151,11 +174,7 @@ func Resolve(calls []Call, errs []ErrorNote) []Resolution {
 	byResult := map[int]int{}
 	for i, c := range calls {
 		if c.Command != "" {
-			w := strings.Fields(mainCommand(c.Command))
-			if len(w) > 2 {
-				w = w[:2]
-			}
-			keys[i] = strings.Join(w, " ")
+			keys[i] = commandKey(mainCommand(c.Command))
 		} else {
 			keys[i] = c.Name + " " + c.Path()
 		}
@@ -230,6 +249,107 @@ func lookup(cmd string) bool {
 	switch w[strings.LastIndexByte(w, '/')+1:] {
 	case "grep", "rg", "ag", "find", "fd", "ls", "cat", "head", "tail", "nl", "sed", "awk", "wc", "which", "test", "[", "diff", "stat", "file":
 		return true
+	}
+	return false
+}
+
+// Kinds of work a step names and the commands that do them, by the word
+// that names both ("Run tests and lint" → `mise run test`, `mise run lint`).
+var workWords = []string{"test", "lint", "build", "format", "typecheck", "vet", "commit", "push", "migrate", "install", "deploy"}
+
+// CommandsFor returns, for each kind of work text names, the last shell
+// command of the calls that does it (its main command, clipped), at most
+// three: a step the agent still has to do, with the commands it ran for
+// the same kind of work before, is a step it can resume.
+func (f *Facts) CommandsFor(text string) []string {
+	lower := strings.ToLower(text)
+	var named []string
+	for _, w := range workWords {
+		if containsWord(lower, w) {
+			named = append(named, w)
+		}
+	}
+	f.findWorkCommands(named)
+	var out []string
+	for _, w := range named {
+		if cmd := f.workCommands[w]; cmd != "" && !contains(out, cmd) {
+			if out = append(out, cmd); len(out) == 3 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// findWorkCommands looks up, for the kinds of work not looked up yet, the
+// last shell command that does each, in one pass from the newest call;
+// a kind no command does is remembered as "".
+func (f *Facts) findWorkCommands(kinds []string) {
+	if f.workCommands == nil {
+		f.workCommands = map[string]string{}
+	}
+	var want []string
+	for _, w := range kinds {
+		if _, done := f.workCommands[w]; !done {
+			want = append(want, w)
+			f.workCommands[w] = ""
+		}
+	}
+	left := len(want)
+	for i := len(f.Calls) - 1; i >= max(0, len(f.Calls)-workScan) && left > 0; i-- {
+		c := &f.Calls[i]
+		if !c.IsShell() || !anyWord(c.Command, want) {
+			continue // the usual call: no word wanted, no command parsed
+		}
+		main := mainCommand(c.Command)
+		if lookup(main) {
+			continue
+		}
+		lower := strings.ToLower(main)
+		for _, w := range want {
+			if f.workCommands[w] == "" && containsWord(lower, w) {
+				f.workCommands[w] = ClipHead(OneLine(main), 80)
+				left--
+			}
+		}
+	}
+}
+
+// workScan bounds the calls findWorkCommands reads, newest first.
+const workScan = 2000
+
+// anyWord reports whether cmd holds one of words, in any case, the way
+// containsWord finds them.
+func anyWord(cmd string, words []string) bool {
+	var l lowerer
+	lower := l.lower(cmd)
+	for _, w := range words {
+		if containsWord(lower, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsWord reports whether lower holds w as a word or with a suffix
+// of its forms ("tests", "linting", "go test ./...", "test:unit"), not
+// inside another word ("testbed", "checkout", "pytest").
+func containsWord(lower, w string) bool {
+	for i := 0; i+len(w) <= len(lower); {
+		j := strings.Index(lower[i:], w)
+		if j < 0 {
+			return false
+		}
+		k := i + j
+		if k == 0 || !isWordByte(lower[k-1]) {
+			rest := lower[k+len(w):]
+			for _, suffix := range []string{"", "s", "ing", "ed", "er", "ers"} {
+				if strings.HasPrefix(rest, suffix) && (len(rest) == len(suffix) || !isWordByte(rest[len(suffix)])) {
+					return true
+				}
+			}
+		}
+		i = k + 1
 	}
 	return false
 }

@@ -13,19 +13,58 @@ import (
 type Statement struct {
 	Index int
 	Text  string
+	// Reasoning is true for a sentence of the assistant's reasoning
+	// (thinking blocks), which a summary labels as such: the agent
+	// thought it, it did not tell the user.
+	Reasoning bool
+}
+
+// Reasoning joins the thinking blocks of m by newlines: Claude thinking,
+// Codex reasoning summaries and Copilot reasoning text, as the readers
+// hand them over. Agents such as Copilot CLI put most of their words
+// there, so causes, choices and plans are often stated nowhere else.
+func Reasoning(m *abi.Message) string {
+	var parts []string
+	for _, b := range m.Content {
+		if b.Type == abi.BlockThinking && strings.TrimSpace(b.Text) != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// assistantProse yields the sentences of an assistant message: its
+// visible text, then its reasoning.
+func assistantProse(m *abi.Message, yield func(s string, reasoning bool)) {
+	for _, s := range sentences(m.Text()) {
+		yield(s, false)
+	}
+	if r := Reasoning(m); r != "" {
+		for _, s := range sentences(r) {
+			yield(s, true)
+		}
+	}
 }
 
 var (
 	// Sentences that record a choice and, often, its reason.
 	decisionMarkers = newMarkerSet(
-		"decided", "decision", "instead", "rather than", "chose ", "chosen", "going with", "switch to",
-		"switched to", "the fix is", "root cause", "the approach", "approach is", "because", "so that",
+		"decided", "decision", "instead", "rather than", "chose ", "chosen", "going with", "go with", "switch to",
+		"switched to", "the fix is", "the approach", "approach is", "must be", "should be", "opt-in", "opt in",
+		"we'll use", "i'll use", "we will use", "will use ", "keep the ", "keeping the ", "drop the ", "dropping the ",
+		"better to", "prefer ", "out of scope", "won't ", "not going to", "ruled out", "decided against",
 	)
+	// Sentences that state why something fails: rationale beside the
+	// decisions, though not a choice.
+	causeMarkers = newMarkerSet("root cause", "the issue is", "the problem is", "caused by", "fails because", "failed because")
 	// Sentences that leave something open wherever they appear.
 	openMarkers = newMarkerSet(
 		"todo", "fixme", "still need", "not yet", "remaining", "pending", "follow-up", "follow up",
 		"next step", "left to do", "later", "blocked",
 	)
+	// Any of the markers above: a sentence without one is neither a
+	// decision, a cause nor an open item.
+	statementMarkers = newMarkerSet(append(append(append([]string{}, decisionMarkers.list...), causeMarkers.list...), openMarkers.list...)...)
 	// Sentences that announce work; open only when they come last.
 	intentMarkers = newMarkerSet("i'll ", "i will ", "next,", "next ", "let me ", "we need to", "need to", "going to")
 	// Sentences of the user that set a rule.
@@ -35,7 +74,8 @@ var (
 	)
 )
 
-// Decisions returns the assistant's sentences that state a decision.
+// Decisions returns the assistant's sentences that state a decision or
+// the cause the decisions answer (see Decision.Cause).
 func Decisions(msgs []abi.Message) []Statement {
 	decisions, _ := assistantStatements(msgs)
 	return decisions
@@ -61,19 +101,24 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 			break
 		}
 	}
-	for i, m := range msgs {
-		if m.Role != abi.RoleAssistant {
+	for i := range msgs {
+		if msgs[i].Role != abi.RoleAssistant {
 			continue
 		}
-		for _, s := range sentences(m.Text()) {
+		assistantProse(&msgs[i], func(s string, reasoning bool) {
 			lower := scratch.lower(s)
-			if hasMarker(lower, decisionMarkers) {
-				decisions = appendStatement(decisions, Statement{i, s}, seenDecision)
+			if !hasMarker(lower, statementMarkers) && i != last {
+				return // the usual sentence: one scan, not one per kind
 			}
-			if hasMarker(lower, openMarkers) || (i == last && hasMarker(lower, intentMarkers)) {
-				open = appendStatement(open, Statement{i, s}, seenOpen)
+			if hasMarker(lower, decisionMarkers) || hasMarker(lower, causeMarkers) {
+				decisions = appendStatement(decisions, Statement{i, s, reasoning}, seenDecision)
 			}
-		}
+			// Reasoning leaves work open where it says so ("still need");
+			// its announcements are thoughts on the way, not plans.
+			if hasMarker(lower, openMarkers) || (i == last && !reasoning && hasMarker(lower, intentMarkers)) {
+				open = appendStatement(open, Statement{i, s, reasoning}, seenOpen)
+			}
+		})
 	}
 	return decisions, open
 }
@@ -89,7 +134,7 @@ func constraintsOf(reqs []Request) []Statement {
 	for _, r := range reqs {
 		for _, s := range sentences(r.Text) {
 			if hasMarker(scratch.lower(s), constraintMarkers) {
-				out = appendStatement(out, Statement{r.Index, s}, seen)
+				out = appendStatement(out, Statement{Index: r.Index, Text: s}, seen)
 			}
 		}
 	}
@@ -251,6 +296,9 @@ type Decision struct {
 	Rejected string
 	// Reason is true when the sentence gives its reason.
 	Reason bool
+	// Cause is true for a sentence that states why something fails and
+	// makes no choice: rationale for the decisions, not one of them.
+	Cause bool
 }
 
 var (
@@ -272,7 +320,8 @@ func ClassifyDecisions(statements []Statement, reqs []Request) []Decision {
 			continue
 		}
 		lower := strings.ToLower(s.Text)
-		d := Decision{Statement: Statement{Index: s.Index, Text: Plain(s.Text)}, Reason: hasMarker(lower, reasonMarkers)}
+		d := Decision{Statement: Statement{Index: s.Index, Text: Plain(s.Text), Reasoning: s.Reasoning}, Reason: hasMarker(lower, reasonMarkers),
+			Cause: !hasMarker(lower, decisionMarkers)}
 		if hasMarker(lower, rejectMarkers) {
 			d.Rejected = "ruled out by the assistant"
 		}
@@ -331,18 +380,18 @@ func Findings(msgs []abi.Message, decisions []Statement) []Statement {
 	var scratch lowerer
 	var out []Statement
 	seen := map[string]bool{}
-	for i, m := range msgs {
-		if m.Role != abi.RoleAssistant {
+	for i := range msgs {
+		if msgs[i].Role != abi.RoleAssistant {
 			continue
 		}
-		for _, s := range sentences(m.Text()) {
+		assistantProse(&msgs[i], func(s string, reasoning bool) {
 			if taken[s] || len(strings.Fields(s)) < 4 && !hasArtifact(s) {
-				continue
+				return
 			}
 			if hasMarker(scratch.lower(s), findingMarkers) || hasArtifact(s) {
-				out = appendStatement(out, Statement{i, s}, seen)
+				out = appendStatement(out, Statement{i, s, reasoning}, seen)
 			}
-		}
+		})
 	}
 	return out
 }
