@@ -349,10 +349,20 @@ func callNames(msgs []abi.Message) map[string]string {
 	return names
 }
 
-// GeminiContent encodes m as an element of a Gemini request's "contents":
-// role "model" for the assistant, "user" otherwise (a system message
-// included). names maps call IDs to function names, for the results.
-func GeminiContent(m abi.Message, names map[string]string) any {
+// GeminiContents encodes msgs as the elements of a Gemini request's
+// "contents": role "model" for the assistant, "user" otherwise (a system
+// message included), a result naming the function of its call.
+func GeminiContents(msgs []abi.Message) []any {
+	names := callNames(msgs)
+	out := make([]any, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, geminiContentOf(m, names))
+	}
+	return out
+}
+
+// geminiContentOf encodes m; names maps call IDs to function names.
+func geminiContentOf(m abi.Message, names map[string]string) any {
 	role := "user"
 	if m.Role == abi.RoleAssistant {
 		role = "model"
@@ -426,7 +436,7 @@ func writeGeminiAPI(w io.Writer, msgs []abi.Message) error {
 			sys = append(sys, textOf(m.Content, abi.BlockText))
 			continue
 		}
-		contents = append(contents, GeminiContent(m, names))
+		contents = append(contents, geminiContentOf(m, names))
 	}
 	doc := struct {
 		SystemInstruction json.RawMessage `json:"systemInstruction,omitempty"`
@@ -454,7 +464,13 @@ func writeGeminiAPI(w io.Writer, msgs []abi.Message) error {
 func (r *Request) writeGeminiAPI(msgs []abi.Message) ([]byte, error) {
 	names := callNames(msgs)
 	items := make([]item, 0, len(r.elems))
-	keys := []string{"contents"}
+	// The members as the request spells them: the reader matched them
+	// without regard to case, as encoding/json does.
+	contentsKey, systemKey := find(r.topMs, "contents").key, "systemInstruction"
+	if m := find(r.topMs, systemKey); m != nil {
+		systemKey = m.key
+	}
+	keys := []string{contentsKey}
 	set := map[string][]byte{}
 	system := false
 	for i := range msgs {
@@ -468,8 +484,8 @@ func (r *Request) writeGeminiAPI(msgs []abi.Message) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			keys = append(keys, "systemInstruction")
-			set["systemInstruction"] = b
+			keys = append(keys, systemKey)
+			set[systemKey] = b
 			continue
 		}
 		if src, ok := r.unchanged(m); ok {
@@ -478,16 +494,16 @@ func (r *Request) writeGeminiAPI(msgs []abi.Message) ([]byte, error) {
 			}
 			continue
 		}
-		b, err := marshal(GeminiContent(*m, names))
+		b, err := marshal(geminiContentOf(*m, names))
 		if err != nil {
 			return nil, err
 		}
 		items = append(items, item{-1, b})
 	}
 	if !system && r.sources[GeminiSystemID] != nil {
-		keys = append(keys, "systemInstruction")
-		set["systemInstruction"] = nil
+		keys = append(keys, systemKey)
+		set[systemKey] = nil
 	}
-	set["contents"] = r.array(items)
+	set[contentsKey] = r.array(items)
 	return r.document(keys, set)
 }

@@ -3,6 +3,7 @@ package formats
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -152,7 +153,7 @@ func FuzzReadGeminiAPI(f *testing.F) {
 		if err != nil {
 			var pe *ParseError
 			var me *MismatchError
-			if !assert.ErrorAs(t, err, &me) {
+			if !errors.As(err, &me) {
 				require.ErrorAs(t, err, &pe)
 			}
 			return
