@@ -1,16 +1,22 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/stretchr/testify/assert"
@@ -198,8 +204,9 @@ func checkGeminiConversation(t *testing.T, r *rig, up *geminiUpstream, turns int
 			require.Nil(t, first, "turn %d went uncompacted after turn %d was compacted", i, compactedAt)
 			continue
 		}
-		_, err := formats.Read(bytes.NewReader(got[i].Body), formats.GeminiAPI)
+		read, err := formats.Read(bytes.NewReader(got[i].Body), formats.GeminiAPI)
 		require.NoError(t, err, "turn %d does not read as a Gemini request", i)
+		assert.Empty(t, read.Repaired, "turn %d: a call parted from its response", i)
 		// The kept contents are the sent ones' tail, byte for byte.
 		var repl []json.RawMessage
 		for k := 1; k <= len(gc); k++ {
@@ -363,5 +370,54 @@ func TestGeminiErrorsAndPassthrough(t *testing.T) {
 	} {
 		_, ok := geminiModelOf(strings.TrimSuffix(path, "/"))
 		assert.Equal(t, want, ok, path)
+	}
+}
+
+// TestNodeSDKGemini drives the official Google Gen AI Node SDK through
+// the proxy: every other turn streams (SSE), each answer goes into the
+// history as the SDK returns it, thought signatures included.
+func TestNodeSDKGemini(t *testing.T) {
+	node, dir := nodeClient(t)
+	r, up := newGeminiRig(t, nil)
+	const turns = 14
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "client.mjs")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
+		"PROXY_URL=" + r.srv.URL, "KIND=gemini", "TURNS=" + strconv.Itoa(turns), "API_KEY=" + geminiTestKey}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+	sc := bufio.NewScanner(&stdout)
+	n := 0
+	for sc.Scan() {
+		var line struct {
+			Turn int    `json:"turn"`
+			Text string `json:"text"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "%s", sc.Text())
+		assert.Equal(t, n, line.Turn)
+		assert.Equal(t, fmt.Sprintf("reply %d", n+1), line.Text)
+		n++
+	}
+	require.Equal(t, turns, n, "stderr: %s", stderr.String())
+	checkGeminiConversation(t, r, up, turns)
+	agent, _ := up.records()
+	for i, rec := range agent {
+		assert.Contains(t, string(rec.Body), `"x_future_field":{"keep":[1,2]}`, "request %d: the unknown field", i)
+		assert.Equal(t, geminiTestKey, rec.Header.Get("X-Goog-Api-Key"))
+		// The SDK picks the API version; the method is the test's.
+		if i%2 == 0 {
+			assert.True(t, strings.HasSuffix(rec.Path, "/models/"+geminiAgentModel+":streamGenerateContent"), rec.Path)
+			assert.Equal(t, "alt=sse", rec.Query)
+		} else {
+			assert.True(t, strings.HasSuffix(rec.Path, "/models/"+geminiAgentModel+":generateContent"), rec.Path)
+		}
+	}
+	// The latest answers' signatures come back as the upstream gave them.
+	last := string(agent[len(agent)-1].Body)
+	for k := turns - 3; k < turns; k++ {
+		assert.Contains(t, last, quote(geminiSignature(k)), "the signature of answer %d", k)
 	}
 }
