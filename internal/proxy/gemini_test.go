@@ -27,7 +27,7 @@ import (
 // configures, by which the upstream tells summary calls apart.
 const (
 	geminiAgentModel   = "gemini-2.5-pro"
-	geminiSummaryModel = "gemini-2.5-flash-lite"
+	geminiSummaryModel = "gemini-compaction-test"
 	geminiTestKey      = "AIzaSy-gemini-test-SECRET-4242"
 )
 
