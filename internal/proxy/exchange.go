@@ -603,7 +603,7 @@ func (x *exchange) engine() (*host.Engine, error) {
 }
 
 // cheaper are the models summaries default to, per provider.
-var cheaper = map[string]string{KindAnthropic: "claude-haiku-4-5", KindOpenAI: "gpt-4.1-mini"}
+var cheaper = map[string]string{KindAnthropic: "claude-haiku-4-5", KindOpenAI: "gpt-4.1-mini", KindGemini: "gemini-2.5-flash-lite"}
 
 // compactionModel is the model summaries are asked of.
 func (x *exchange) compactionModel() string {
