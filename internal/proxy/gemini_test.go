@@ -421,3 +421,38 @@ func TestNodeSDKGemini(t *testing.T) {
 		assert.Contains(t, last, quote(geminiSignature(k)), "the signature of answer %d", k)
 	}
 }
+
+// Gemini CLI's own compression request (its <state_snapshot> system
+// prompt and instruction) goes upstream whole; the same history with
+// another last message is compacted.
+func TestGeminiCLICompressionGoesWhole(t *testing.T) {
+	r, up := newGeminiRig(t, nil)
+	var history []string
+	for i := range 14 {
+		history = append(history, geminiTurn(i)...)
+		history = append(history, fmt.Sprintf(`{"role":"model","parts":[{"text":"reply %d"}]}`, i+1))
+	}
+	send := func(body []byte) {
+		req, err := http.NewRequest(http.MethodPost, r.srv.URL+"/v1beta/models/"+geminiAgentModel+":generateContent", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("X-Goog-Api-Key", geminiTestKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	compress := append(append([]string(nil), history...),
+		`{"role":"user","parts":[{"text":"\n\nFirst, reason in your scratchpad. Then, generate the updated <state_snapshot>."}]}`)
+	body := []byte(`{"contents":[` + strings.Join(compress, ",") + `],"systemInstruction":{"parts":[{"text":"You are a specialized system component responsible for distilling chat history into a structured XML <state_snapshot>."}]},"generationConfig":{"maxOutputTokens":1000}}`)
+	send(body)
+	agent, _ := up.records()
+	require.Len(t, agent, 1)
+	assert.Equal(t, string(body), string(agent[0].Body), "the agent's own summary request went whole")
+	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, `compact_host_proxy_requests_total{action="agent_summary",kind="gemini"}`))
+
+	send(geminiBody(append(history, geminiTurn(14)...)))
+	agent, _ = up.records()
+	require.Len(t, agent, 2)
+	assert.Less(t, len(agent[1].Body), len(geminiBody(append(history, geminiTurn(14)...))), "an ordinary request of that size is compacted")
+}
