@@ -456,3 +456,23 @@ func TestGeminiCLICompressionGoesWhole(t *testing.T) {
 	require.Len(t, agent, 2)
 	assert.Less(t, len(agent[1].Body), len(geminiBody(append(history, geminiTurn(14)...))), "an ordinary request of that size is compacted")
 }
+
+// The proxy answers in the shape of the API a request speaks: Gemini's
+// for a Gemini key, OpenAI's for OpenAI's /v1/models/<id>.
+func TestErrorKindOfGeminiRequests(t *testing.T) {
+	r, _ := newGeminiRig(t, nil)
+	for _, tc := range []struct {
+		path, header, want string
+	}{
+		{"/v1beta/models/gemini-2.5-pro:countTokens", "X-Goog-Api-Key", KindGemini},
+		{"/v1beta/models?key=k", "", KindGemini},
+		{"/v1beta/models/gemini-2.5-pro:generateContent", "", KindGemini},
+		{"/v1/models/gpt-4o", "Authorization", KindOpenAI},
+	} {
+		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		if tc.header != "" {
+			req.Header.Set(tc.header, "k")
+		}
+		assert.Equal(t, tc.want, r.proxy.errorKind(req), tc.path)
+	}
+}

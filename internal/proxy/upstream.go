@@ -96,7 +96,9 @@ func (p *Proxy) errorKind(r *http.Request) string {
 	if p.o.Kind != "" {
 		return p.o.Kind
 	}
-	if r.Header.Get("X-Goog-Api-Key") != "" || strings.Contains(r.URL.Path, "/models/") {
+	// Gemini's key, or one of its conversation paths; OpenAI has
+	// /v1/models/<id> too, so the path alone is not enough.
+	if _, ok := geminiModelOf(strings.TrimSuffix(r.URL.Path, "/")); ok || r.Header.Get("X-Goog-Api-Key") != "" || r.URL.Query().Has("key") {
 		return KindGemini
 	}
 	if r.Header.Get("X-Api-Key") != "" || r.Header.Get("Anthropic-Version") != "" || strings.HasPrefix(r.URL.Path, "/v1/messages") {
