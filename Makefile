@@ -15,10 +15,10 @@ MODULES := . abi sdk
 PACKAGES := ./... ./abi/... ./sdk/...
 
 # Node packages the tests and examples drive, each pinned by a
-# package-lock.json: the proxy's and the clients' tests, the real agents
+# package-lock.json: the proxy's and the clients' tests, Gemini CLI, the real agents
 # (Claude Code, Codex CLI) internal/realagent resumes session files with,
 # the AssemblyScript examples' compiler.
-NPM_TEST_DIRS := internal/proxy/testdata/node clients/typescript internal/realagent/testdata
+NPM_TEST_DIRS := internal/proxy/testdata/node internal/proxy/testdata/geminicli clients/typescript internal/realagent/testdata
 NPM_STAMPS := $(addsuffix /node_modules/.package-lock.json,$(NPM_TEST_DIRS))
 
 # go test through internal/testsummary: go test's own terse output, then

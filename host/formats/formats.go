@@ -82,6 +82,8 @@ func describeFormat(f string) string {
 		return "an OpenAI Chat Completions request"
 	case Responses:
 		return "an OpenAI Responses request"
+	case GeminiAPI:
+		return "a Gemini API generateContent request"
 	case ClaudeCode:
 		return "a Claude Code session"
 	case Codex:
@@ -222,7 +224,7 @@ func Read(r io.Reader, format string) (*Session, error) {
 	}
 	read := readers[format]
 	switch format {
-	case Anthropic, OpenAI, Responses, MiniSWEAgent, SWEAgent, Cline, GeminiCLI, OpenCode, Aider: // read whole
+	case Anthropic, OpenAI, Responses, GeminiAPI, MiniSWEAgent, SWEAgent, Cline, GeminiCLI, OpenCode, Aider: // read whole
 		br = wholeReader(br, r)
 	}
 	s := &Session{Format: format, Skipped: map[string]int{}, Repaired: map[string]int{}}
@@ -322,6 +324,8 @@ func Write(w io.Writer, format string, msgs []abi.Message) error {
 		return writeOpenAI(w, msgs)
 	case Responses:
 		return writeResponses(w, msgs)
+	case GeminiAPI:
+		return writeGeminiAPI(w, msgs)
 	}
 	return fmt.Errorf("%w %q for writing", ErrUnknownFormat, format)
 }
@@ -337,6 +341,7 @@ func init() {
 		Anthropic:    readAnthropic,
 		OpenAI:       readOpenAI,
 		Responses:    readResponses,
+		GeminiAPI:    readGeminiAPI,
 		ClaudeCode:   readClaudeCode,
 		Codex:        readCodex,
 		Copilot:      readCopilot,

@@ -70,8 +70,11 @@ func parseRequest(format string, doc []byte) (*Request, error) {
 		return nil, &ParseError{Offset: -1, Format: format, Reason: "expected a JSON object", Err: err}
 	}
 	key := "messages"
-	if format == Responses {
+	switch format {
+	case Responses:
 		key = "input"
+	case GeminiAPI:
+		key = "contents"
 	}
 	m := find(r.topMs, key)
 	if m == nil {
@@ -192,6 +195,8 @@ func (r *Request) Write(w io.Writer, msgs []abi.Message) error {
 		out, err = r.writeOpenAI(msgs)
 	case Responses:
 		out, err = r.writeResponses(msgs)
+	case GeminiAPI:
+		out, err = r.writeGeminiAPI(msgs)
 	default:
 		err = fmt.Errorf("%w %q for a request", ErrUnknownFormat, r.format)
 	}

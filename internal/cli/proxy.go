@@ -45,7 +45,7 @@ func newProxyCmd(g *globals) *cobra.Command {
 		Use:   "proxy --upstream URL [flags]",
 		Short: "Compact the conversations of agents you did not write: a proxy on their provider base URL",
 		Long: `Listen where an agent expects its provider (ANTHROPIC_BASE_URL,
-OPENAI_BASE_URL) and forward everything to --upstream unchanged, except the
+OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL) and forward everything to --upstream unchanged, except the
 messages of a conversation the gate says must shrink. The folded prefix is
 replaced by a summary in the request's own format, and every later request
 of that conversation gets the same summary bytes, so the provider's prompt
@@ -54,8 +54,10 @@ cache stays warm and no summary is paid twice.
 Messages requests are POST .../v1/messages (Anthropic),
 POST .../chat/completions (OpenAI-compatible) and POST .../v1/responses
 (OpenAI Responses, Codex's API; its "input" items are compacted, its
-"instructions" kept); the API is detected from the path unless --kind says
-(openai covers both OpenAI APIs). Everything else (count_tokens, models,
+"instructions" kept) and POST .../models/<model>:generateContent or
+:streamGenerateContent (Gemini API; its "contents" are compacted, its
+"systemInstruction" kept); the API is detected from the path unless --kind
+says (openai covers both OpenAI APIs). Everything else (count_tokens, models,
 files, /v1/responses/compact...) passes through untouched. Answers stream
 back as they arrive. A Responses request chained on previous_response_id
 holds only its newest items, the provider the rest: it passes through.
@@ -107,6 +109,10 @@ anything shaped like a key, upstream errors quoted back included.`,
   # opencode or any OpenAI SDK client:
   OPENAI_BASE_URL=http://127.0.0.1:8379/v1 opencode
 
+  # Gemini CLI with an API key (the catalog has no Gemini windows: say it):
+  compact-host proxy --listen 127.0.0.1:8380 --upstream https://generativelanguage.googleapis.com --context-window 1048576 &
+  GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:8380 GEMINI_API_KEY=... gemini
+
   # A local Ollama model the catalog does not know: say its window.
   compact-host proxy --upstream http://localhost:11434 --context-window 32768
 
@@ -122,7 +128,7 @@ anything shaped like a key, upstream errors quoted back included.`,
 	fl.MarkHidden("base-url")
 	fl.StringVar(&o.listen, "listen", defaultProxyAddr, "address to listen on (host:port; port 0 picks a free one)")
 	fl.StringVar(&o.upstream, "upstream", "", "the provider's base URL, e.g. https://api.anthropic.com, https://api.openai.com, http://localhost:11434 (required)")
-	fl.StringVar(&o.kind, "kind", "auto", "API of the messages requests: auto (from the path), anthropic, or openai (Chat Completions and Responses)")
+	fl.StringVar(&o.kind, "kind", "auto", "API of the messages requests: auto (from the path), anthropic, openai (Chat Completions and Responses), or gemini")
 	fl.StringVar(&o.store, "store", "", "where compactions are kept, shared by every proxy that names the same one: "+storeopen.Usage+"; default $COMPACT_HOST_STORE, the config's store, or disk")
 	fl.BoolVar(&o.offline, "offline", false, "summarize without calling a model")
 	fl.Int64Var(&o.maxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest body read to compact; a larger one is forwarded untouched")
@@ -149,9 +155,9 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 	switch kind {
 	case "auto":
 		kind = ""
-	case proxy.KindAnthropic, proxy.KindOpenAI:
+	case proxy.KindAnthropic, proxy.KindOpenAI, proxy.KindGemini:
 	default:
-		return usageError{fmt.Errorf("--kind %q: want auto, anthropic or openai", o.kind)}
+		return usageError{fmt.Errorf("--kind %q: want auto, anthropic, openai or gemini", o.kind)}
 	}
 	for _, f := range []struct {
 		name string

@@ -28,7 +28,7 @@ func TestProxyCommandUsageErrors(t *testing.T) {
 	}{
 		{nil, "--upstream is required"},
 		{[]string{"--upstream", "ftp://x"}, "--upstream"},
-		{[]string{"--upstream", "http://127.0.0.1:1", "--kind", "gemini"}, "--kind"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--kind", "vertex"}, "--kind \"vertex\": want auto, anthropic, openai or gemini"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--metrics-token-env", "NO_SUCH_TOKEN_VAR"}, "--metrics-token-env NO_SUCH_TOKEN_VAR: the variable is unset or empty"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--body-idle-timeout", "0s"}, "--body-idle-timeout must be positive"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--max-body-reads", "0"}, "--max-body-reads must be positive"},

@@ -19,6 +19,7 @@ import (
 const (
 	signCodex      = "codex"
 	signClaudeCode = "claude-code"
+	signGeminiCLI  = "gemini-cli"
 	signGeneric    = "generic"
 )
 
@@ -55,6 +56,12 @@ func (x *exchange) agentSummarySign() string {
 	case strings.Contains(lower, "<analysis>") && strings.Contains(lower, "<summary>") &&
 		strings.Contains(lower, "summary of the conversation"):
 		return signClaudeCode
+	case x.kind == KindGemini && strings.Contains(text, "<state_snapshot>") &&
+		bytes.Contains(x.raw.field("systemInstruction"), []byte("<state_snapshot>")):
+		// Gemini CLI's compression and its check of the snapshot: the
+		// system prompt and the last user text both ask for the
+		// <state_snapshot> it keeps as its summary.
+		return signGeminiCLI
 	case x.offersNoTool() && summarizeInstruction.MatchString(text):
 		return signGeneric
 	}
@@ -80,17 +87,33 @@ func (x *exchange) offersNoTool() bool {
 	return false
 }
 
-// userText is the text of a user message (Messages, Chat Completions or
-// a Responses message item): its string content, or its text parts
-// joined. ok is false for any other message.
+// userText is the text of a user message (Messages, Chat Completions, a
+// Responses message item or a Gemini content): its string content, or its
+// text parts joined. ok is false for any other message.
 func userText(raw []byte) (text string, ok bool) {
 	var m struct {
 		Type    string          `json:"type"`
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
+		Parts   []struct {
+			Text    *string `json:"text"`
+			Thought bool    `json:"thought"`
+		} `json:"parts"`
 	}
 	if json.Unmarshal(raw, &m) != nil || m.Role != "user" || (m.Type != "" && m.Type != "message") {
 		return "", false
+	}
+	if len(m.Content) == 0 && len(m.Parts) > 0 {
+		var b strings.Builder
+		for _, p := range m.Parts {
+			if p.Text != nil && !p.Thought {
+				if b.Len() > 0 {
+					b.WriteString("\n")
+				}
+				b.WriteString(*p.Text)
+			}
+		}
+		return b.String(), b.Len() > 0
 	}
 	c := bytes.TrimSpace(m.Content)
 	if len(c) > 0 && c[0] == '"' {

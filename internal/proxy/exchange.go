@@ -32,6 +32,9 @@ type exchange struct {
 	header http.Header
 	path   string
 	cred   credentials
+	// geminiKey is the key a Gemini request sent as ?key=, for its
+	// summary calls.
+	geminiKey string
 	// log hides this request's own secrets in every line, an upstream's
 	// body quoted back included.
 	log *slog.Logger
@@ -84,16 +87,22 @@ const (
 
 // conversationKey is the request's member that holds the conversation.
 func (x *exchange) conversationKey() string {
-	if x.kind == kindResponses {
+	switch x.kind {
+	case kindResponses:
 		return "input"
+	case KindGemini:
+		return "contents"
 	}
 	return "messages"
 }
 
 // systemKey is the request's member that holds the system prompt.
 func (x *exchange) systemKey() string {
-	if x.kind == kindResponses {
+	switch x.kind {
+	case kindResponses:
 		return "instructions"
+	case KindGemini:
+		return "systemInstruction"
 	}
 	return "system"
 }
@@ -128,6 +137,10 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 	x.raw = raw
 	if m := raw.field("model"); len(m) > 0 {
 		json.Unmarshal(m, &x.model)
+	}
+	if x.kind == KindGemini {
+		// The Gemini API names the model in the path.
+		x.model, _ = geminiModelOf(strings.TrimSuffix(x.path, "/"))
 	}
 	if x.kind == kindResponses {
 		if id := bytes.TrimSpace(raw.field("previous_response_id")); len(id) > 0 && string(id) != "null" {
@@ -398,6 +411,15 @@ func (x *exchange) config() host.Config {
 
 // maxTokens is the reply size the request asks for.
 func (x *exchange) maxTokens() int {
+	if x.kind == KindGemini {
+		var gc struct {
+			MaxOutputTokens int `json:"maxOutputTokens"`
+		}
+		if v := x.raw.field("generationConfig"); v != nil && json.Unmarshal(v, &gc) == nil && gc.MaxOutputTokens > 0 {
+			return gc.MaxOutputTokens
+		}
+		return 0
+	}
 	for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
 		var n int
 		if v := x.raw.field(k); v != nil && json.Unmarshal(v, &n) == nil && n > 0 {
@@ -450,6 +472,8 @@ func (x *exchange) build() error {
 		format = formats.OpenAI
 	case kindResponses:
 		format = formats.Responses
+	case KindGemini:
+		format = formats.GeminiAPI
 	}
 	read, err := formats.Read(bytes.NewReader(x.raw.body), format)
 	if err != nil {
@@ -546,6 +570,9 @@ func (x *exchange) engine() (*host.Engine, error) {
 	}
 	if !x.offline {
 		cm := x.compactionModel()
+		if x.guard == nil && x.kind == KindGemini {
+			x.guard = &guardedModel{ModelClient: x.newGeminiModel(cm), x: x}
+		}
 		if x.guard == nil {
 			cl, err := provider.New(provider.Config{
 				Kind: x.providerKind(), BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
@@ -576,7 +603,7 @@ func (x *exchange) engine() (*host.Engine, error) {
 }
 
 // cheaper are the models summaries default to, per provider.
-var cheaper = map[string]string{KindAnthropic: "claude-haiku-4-5", KindOpenAI: "gpt-4.1-mini"}
+var cheaper = map[string]string{KindAnthropic: "claude-haiku-4-5", KindOpenAI: "gpt-4.1-mini", KindGemini: "gemini-2.5-flash-lite"}
 
 // compactionModel is the model summaries are asked of.
 func (x *exchange) compactionModel() string {
@@ -832,6 +859,8 @@ func (x *exchange) summaryMessage(m abi.Message) []byte {
 	}
 	var v any
 	switch x.kind {
+	case KindGemini:
+		v = formats.GeminiContents([]abi.Message{{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: text.String()}}}})[0]
 	case kindResponses:
 		v = formats.ResponsesItems(abi.Message{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: text.String()}}})[0]
 	case KindAnthropic:

@@ -27,7 +27,8 @@ func nodeClient(t *testing.T) (node, dir string) {
 	node, lookErr := exec.LookPath("node")
 	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "@anthropic-ai", "sdk", "package.json"))
 	_, oaErr := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json"))
-	if lookErr != nil || modErr != nil || oaErr != nil {
+	_, genaiErr := os.Stat(filepath.Join(dir, "node_modules", "@google", "genai", "package.json"))
+	if lookErr != nil || modErr != nil || oaErr != nil || genaiErr != nil {
 		why := "node is not on PATH"
 		if lookErr == nil {
 			why = "the Node SDKs are not installed: run (cd internal/proxy/testdata/node && npm ci --no-audit --no-fund)"

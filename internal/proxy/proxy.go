@@ -26,10 +26,12 @@ import (
 )
 
 // API kinds. KindOpenAI covers both of OpenAI's wire APIs, Chat
-// Completions and Responses.
+// Completions and Responses; KindGemini is the Gemini API's
+// generateContent and streamGenerateContent.
 const (
 	KindAnthropic = "anthropic"
 	KindOpenAI    = "openai"
+	KindGemini    = "gemini"
 )
 
 // kindResponses is the kind of an OpenAI Responses request, in metrics
@@ -67,9 +69,10 @@ type Options struct {
 	// https://api.anthropic.com, https://api.openai.com, or
 	// http://localhost:11434 for Ollama. A request's path is appended.
 	Upstream *url.URL
-	// Kind is KindAnthropic or KindOpenAI to treat every request as that
-	// provider's; "" detects it per request from the path (/v1/messages,
-	// /chat/completions, /responses).
+	// Kind is KindAnthropic, KindOpenAI or KindGemini to gate only that
+	// provider's requests; "" detects it per request from the path
+	// (/v1/messages, /chat/completions, /responses,
+	// /models/<model>:generateContent).
 	Kind string
 	// Config is what every request's engine starts from. Its Model and
 	// ContextWindow, when set, size the budget instead of the request's
@@ -184,9 +187,9 @@ func New(o Options) (*Proxy, error) {
 		return nil, errors.New("proxy: the upstream must be an absolute URL such as https://api.anthropic.com (flag --upstream)")
 	}
 	switch o.Kind {
-	case "", KindAnthropic, KindOpenAI:
+	case "", KindAnthropic, KindOpenAI, KindGemini:
 	default:
-		return nil, fmt.Errorf("proxy: kind %q: want anthropic, openai or empty to detect it (flag --kind)", o.Kind)
+		return nil, fmt.Errorf("proxy: kind %q: want anthropic, openai, gemini or empty to detect it (flag --kind)", o.Kind)
 	}
 	if o.Config.Tokenizer == "" {
 		o.Config.Tokenizer = "chars"
@@ -299,6 +302,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	cred := p.credentialsOf(r)
 	x := p.newExchange(kind, r.URL.Path, r.Header, cred)
+	if kind == KindGemini {
+		x.geminiKey = r.URL.Query().Get("key")
+	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
@@ -398,6 +404,12 @@ func (p *Proxy) messagesKind(r *http.Request) string {
 		return ""
 	}
 	path := strings.TrimSuffix(r.URL.Path, "/")
+	if _, ok := geminiModelOf(path); ok && (p.o.Kind == "" || p.o.Kind == KindGemini) {
+		return KindGemini
+	}
+	if p.o.Kind == KindGemini {
+		return ""
+	}
 	switch {
 	case strings.HasSuffix(path, anthropicSuffix) && p.o.Kind != KindOpenAI:
 		return KindAnthropic
@@ -417,6 +429,22 @@ const (
 	// provider's own compaction, passes through.
 	responsesSuffix = "/responses"
 )
+
+// geminiModelOf is the model of a Gemini API conversation request's path,
+// ".../models/<model>:generateContent" or ":streamGenerateContent"; ok is
+// false for any other path (countTokens, embedContent, a model's
+// metadata), which passes through.
+func geminiModelOf(path string) (model string, ok bool) {
+	i := strings.LastIndex(path, "/models/")
+	if i < 0 {
+		return "", false
+	}
+	model, method, found := strings.Cut(path[i+len("/models/"):], ":")
+	if !found || model == "" || strings.ContainsRune(model, '/') {
+		return "", false
+	}
+	return model, method == "generateContent" || method == "streamGenerateContent"
+}
 
 // isResponsesWebSocket reports whether r opens a Responses API
 // WebSocket (GET /v1/responses with an upgrade), the transport Codex

@@ -96,6 +96,11 @@ func (p *Proxy) errorKind(r *http.Request) string {
 	if p.o.Kind != "" {
 		return p.o.Kind
 	}
+	// Gemini's key, or one of its conversation paths; OpenAI has
+	// /v1/models/<id> too, so the path alone is not enough.
+	if _, ok := geminiModelOf(strings.TrimSuffix(r.URL.Path, "/")); ok || r.Header.Get("X-Goog-Api-Key") != "" || r.URL.Query().Has("key") {
+		return KindGemini
+	}
 	if r.Header.Get("X-Api-Key") != "" || r.Header.Get("Anthropic-Version") != "" || strings.HasPrefix(r.URL.Path, "/v1/messages") {
 		return KindAnthropic
 	}
@@ -124,9 +129,12 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 func (p *Proxy) writeError(w http.ResponseWriter, kind string, status int, typ, msg string, known []string) {
 	msg = redact.String(msg, known...)
 	var body any
-	if kind == KindAnthropic {
+	switch kind {
+	case KindAnthropic:
 		body = map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}}
-	} else {
+	case KindGemini:
+		body = map[string]any{"error": map[string]any{"code": status, "message": msg, "status": geminiStatus(status)}}
+	default:
 		code := strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
 		if code == "" {
 			code = strconv.Itoa(status)
@@ -138,6 +146,26 @@ func (p *Proxy) writeError(w http.ResponseWriter, kind string, status int, typ, 
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(status)
 	w.Write(data)
+}
+
+// geminiStatus is the google.rpc status name the Gemini API gives an
+// HTTP status in its errors.
+func geminiStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "INVALID_ARGUMENT"
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return "DEADLINE_EXCEEDED"
+	case 499:
+		return "CANCELLED"
+	case http.StatusUnauthorized:
+		return "UNAUTHENTICATED"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		return "UNAVAILABLE"
+	}
+	return "UNKNOWN"
 }
 
 // credentialHeaders are the client's headers that the summary calls carry

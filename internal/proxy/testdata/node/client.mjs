@@ -2,10 +2,11 @@
 // the official Node SDKs. internal/proxy/node_test.go runs it and checks
 // what the upstream received. Every other turn streams.
 //
-// Environment: PROXY_URL (the proxy's address), KIND (anthropic or
-// openai), TURNS, API_KEY. Prints one JSON line per turn: {"turn","text"}.
+// Environment: PROXY_URL (the proxy's address), KIND (anthropic, openai
+// or gemini), TURNS, API_KEY. Prints one JSON line per turn: {"turn","text"}.
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import { GoogleGenAI } from '@google/genai';
 
 const { PROXY_URL, KIND, API_KEY } = process.env;
 const TURNS = Number(process.env.TURNS || '14');
@@ -70,8 +71,50 @@ async function openai() {
   }
 }
 
+async function gemini() {
+  const ai = new GoogleGenAI({
+    apiKey: API_KEY,
+    httpOptions: { baseUrl: PROXY_URL, timeout: 240_000, extraBody: { x_future_field: { keep: [1, 2] } } },
+  });
+  const tools = [{ functionDeclarations: [{ name: 'read_file', description: 'Read a file', parameters: { type: 'object', properties: { path: { type: 'string' } } } }] }];
+  const history = [];
+  for (let i = 0; i < TURNS; i++) {
+    history.push({ role: 'user', parts: [{ text: turnText(i) }] });
+    if (i % 4 === 1) {
+      history.push({ role: 'model', parts: [{ functionCall: { name: 'read_file', args: { path: `parser_${i}.go` } }, thoughtSignature: `Y2FsbC1zaWc=/${i}` }] });
+      history.push({ role: 'user', parts: [{ functionResponse: { name: 'read_file', response: { output: `package parser // file ${i}` } } }] });
+    }
+    const params = {
+      model: 'gemini-2.5-pro', contents: history,
+      config: {
+        systemInstruction: 'You are a careful coding agent.', tools, maxOutputTokens: 1000, temperature: 0.2,
+        thinkingConfig: { includeThoughts: true },
+      },
+    };
+    let text = '';
+    if (i % 2 === 0) {
+      // The stream's parts become one content, its signature the last one seen.
+      let signature;
+      for await (const chunk of await ai.models.generateContentStream(params)) {
+        for (const part of chunk.candidates?.[0]?.content?.parts ?? []) {
+          text += part.text ?? '';
+          signature = part.thoughtSignature ?? signature;
+        }
+      }
+      history.push({ role: 'model', parts: [{ text, thoughtSignature: signature }] });
+    } else {
+      const reply = await ai.models.generateContent(params);
+      text = reply.text;
+      history.push(reply.candidates[0].content);
+    }
+    console.log(JSON.stringify({ turn: i, text }));
+  }
+}
+
+const clients = { anthropic, openai, gemini };
+
 try {
-  await (KIND === 'openai' ? openai() : anthropic());
+  await clients[KIND]();
 } catch (err) {
   console.error(`client.mjs: ${err?.stack ?? err}`);
   process.exit(1);
