@@ -71,6 +71,26 @@ func (b *codexBuilder) add(role, id string, blocks ...abi.Block) {
 
 // assistantBlock adds a block to the open assistant message, opening one
 // if needed.
+// message adds a message item of role; false for a role the Responses
+// item format does not have.
+func (b *codexBuilder) message(role, id string, blocks []abi.Block) bool {
+	switch role {
+	case "assistant":
+		for _, blk := range blocks {
+			b.assistantBlock(id, blk)
+		}
+	case "user":
+		b.close()
+		b.add(abi.RoleUser, id, blocks...)
+	case "developer", "system":
+		b.close()
+		b.add(abi.RoleSystem, id, blocks...)
+	default:
+		return false
+	}
+	return true
+}
+
 func (b *codexBuilder) assistantBlock(id string, blk abi.Block) {
 	if b.assistant < 0 {
 		b.add(abi.RoleAssistant, id)
@@ -89,18 +109,7 @@ func (b *codexBuilder) item(it *codexItem, id string) error {
 	switch it.Type {
 	case "message":
 		blocks := oaParts(it.Content, b.skipped, false)
-		switch it.Role {
-		case "assistant":
-			for _, blk := range blocks {
-				b.assistantBlock(id, blk)
-			}
-		case "user":
-			b.close()
-			b.add(abi.RoleUser, id, blocks...)
-		case "developer", "system":
-			b.close()
-			b.add(abi.RoleSystem, id, blocks...)
-		default:
+		if !b.message(it.Role, id, blocks) {
 			b.skipped["message/"+it.Role]++
 		}
 	case "reasoning":

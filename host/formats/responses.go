@@ -136,18 +136,7 @@ func (b *codexBuilder) responsesItem(it *responsesItem, id string) error {
 		if err != nil {
 			return fmt.Errorf("content: %s", jsonReason(err))
 		}
-		switch it.Role {
-		case "assistant":
-			for _, blk := range blocks {
-				b.assistantBlock(id, blk)
-			}
-		case "user":
-			b.close()
-			b.add(abi.RoleUser, id, blocks...)
-		case "developer", "system":
-			b.close()
-			b.add(abi.RoleSystem, id, blocks...)
-		default:
+		if !b.message(it.Role, id, blocks) {
 			return fmt.Errorf("message role %q; want user, assistant, system or developer", it.Role)
 		}
 	case "reasoning":

@@ -197,17 +197,8 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 	if err != nil {
 		return err
 	}
-	if o.json {
-		if err := rep.WriteJSON(g.io.Out); err != nil {
-			return err
-		}
-	} else if err := rep.WriteTable(g.io.Out); err != nil {
+	if err := writeEvalReport(g, o, rep); err != nil {
 		return err
-	}
-	if o.jsonPath != "" {
-		if err := atomicfile.Write(o.jsonPath, 0o644, func(w io.Writer) error { return rep.WriteJSON(w) }); err != nil {
-			return err
-		}
 	}
 	if o.charts != "" {
 		files, err := rep.WriteCharts(o.charts)
@@ -238,18 +229,8 @@ func runProbes(ctx context.Context, g *globals, o *evalOptions, opts eval.Option
 	case err != nil:
 		return err
 	}
-	if o.json {
-		err = rep.WriteJSON(g.io.Out)
-	} else {
-		err = rep.WriteTable(g.io.Out)
-	}
-	if err != nil {
+	if err := writeEvalReport(g, o, rep); err != nil {
 		return err
-	}
-	if o.jsonPath != "" {
-		if err := atomicfile.Write(o.jsonPath, 0o644, func(w io.Writer) error { return rep.WriteJSON(w) }); err != nil {
-			return err
-		}
 	}
 	if total := 100 * rep.Total.Score; total < o.minScore {
 		return withCode(ExitNotFit, fmt.Errorf("probe score %.1f%% is under --min-score %g%%", total, o.minScore))
@@ -290,6 +271,20 @@ func runEvalCost(g *globals, o *evalOptions, args []string) error {
 	case err != nil:
 		return err
 	}
+	return writeEvalReport(g, o, rep)
+}
+
+// evalReport is what each kind of eval reports: a table for people, JSON
+// for machines.
+type evalReport interface {
+	WriteJSON(io.Writer) error
+	WriteTable(io.Writer) error
+}
+
+// writeEvalReport prints rep as --json asks, and writes its JSON to
+// --json-file when given.
+func writeEvalReport(g *globals, o *evalOptions, rep evalReport) error {
+	var err error
 	if o.json {
 		err = rep.WriteJSON(g.io.Out)
 	} else {
@@ -299,7 +294,7 @@ func runEvalCost(g *globals, o *evalOptions, args []string) error {
 		return err
 	}
 	if o.jsonPath != "" {
-		return atomicfile.Write(o.jsonPath, 0o644, func(w io.Writer) error { return rep.WriteJSON(w) })
+		return atomicfile.Write(o.jsonPath, 0o644, rep.WriteJSON)
 	}
 	return nil
 }
