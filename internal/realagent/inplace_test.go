@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,9 +60,16 @@ func TestResumeAfterCompactInPlace(t *testing.T) {
 			counted, err := CountSent(e, tc.agent, calls[0].Body)
 			require.NoError(t, err)
 			t.Logf("after compact --in-place: inspect %d, sent %d (messages %d, system %d, tools %d)", inspectTokens(t, src), counted.Total(), counted.Conversation, counted.System, counted.Tools)
+			// Compacted for a 48k window with the agent's overhead in the
+			// budget, the agent's whole request (system and tools
+			// included) fits that window, counted as compact-host counts.
+			assert.LessOrEqual(t, counted.Total(), inPlaceWindow, "the agent's request after compacting for a %d-token window", inPlaceWindow)
 		})
 	}
 }
+
+// inPlaceWindow is the window compactInPlace compacts for.
+const inPlaceWindow = 48_000
 
 // compactInPlace runs `compact-host compact --in-place` on path with no
 // provider, so the strategy runs offline. The live context of these files
@@ -72,7 +80,7 @@ func compactInPlace(t *testing.T, path string) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
 	env := map[string]string{"XDG_CONFIG_HOME": dir, "COMPACT_HOST_PLUGINS_DIR": filepath.Join(dir, "plugins")}
-	code := cli.Run(context.Background(), []string{"compact", "--provider", "none", "--in-place", "--context-window", "48k", "--agent-overhead", "19k", "--json", path},
+	code := cli.Run(context.Background(), []string{"compact", "--provider", "none", "--in-place", "--context-window", strconv.Itoa(inPlaceWindow), "--agent-overhead", "19k", "--json", path},
 		cli.IO{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(k string) string { return env[k] }})
 	require.Equal(t, 0, code, "compact-host compact --in-place %s: %s", path, errOut.String())
 	var r map[string]any
