@@ -22,6 +22,7 @@ import (
 	"github.com/compact-host/compact-host/host/overflow"
 	"github.com/compact-host/compact-host/host/provider"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/tenant"
 )
 
 // exchange is one messages request on its way through the proxy.
@@ -57,7 +58,7 @@ type exchange struct {
 	// guard is this request's model client, once built; offline says
 	// that summaries are made without a model (Options.Offline, or the
 	// tenant's breaker open).
-	guard   *guardedModel
+	guarded *tenant.GuardedModel
 	offline bool
 	// agentSummary is the sign by which the request is the agent's own
 	// summary request ("" when it is not): it goes upstream whole, and is
@@ -570,10 +571,10 @@ func (x *exchange) engine() (*host.Engine, error) {
 	}
 	if !x.offline {
 		cm := x.compactionModel()
-		if x.guard == nil && x.kind == KindGemini {
-			x.guard = &guardedModel{ModelClient: x.newGeminiModel(cm), x: x}
+		if x.guarded == nil && x.kind == KindGemini {
+			x.guarded = x.guard(x.newGeminiModel(cm))
 		}
-		if x.guard == nil {
+		if x.guarded == nil {
 			cl, err := provider.New(provider.Config{
 				Kind: x.providerKind(), BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
 				Timeout: x.p.o.ProviderTimeout, MaxRetries: x.p.o.ProviderMaxRetries,
@@ -582,9 +583,9 @@ func (x *exchange) engine() (*host.Engine, error) {
 			if err != nil {
 				return nil, err
 			}
-			x.guard = &guardedModel{ModelClient: cl, x: x}
+			x.guarded = x.guard(cl)
 		}
-		opts = append(opts, host.WithModel(x.guard))
+		opts = append(opts, host.WithModel(x.guarded))
 		if m, ok := catalog.Lookup(cm); ok && cm != c.Model && c.SummarizerBudget == 0 {
 			c.SummarizerBudget = m.InputBudget(0)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/internal/sessionio"
 	"github.com/compact-host/compact-host/internal/suggest"
+	"github.com/compact-host/compact-host/internal/tenant"
 )
 
 // events collects what one request's engine reports, and its model
@@ -133,7 +134,11 @@ func (s *Server) requestEngine(ctx context.Context, o EngineOptions) (*host.Engi
 		ev.meter = NewMeter(s.opts.Model)
 		// The engine lives for this request, its breaker too: the
 		// tenant's breaker holds across its requests and sessions.
-		model = &guardedModel{next: ev.meter, s: s, tenant: callerIn(ctx).tenant}
+		t := callerIn(ctx).tenant
+		model = tenant.Guard(ev.meter, s.breakers, t, func(cooldown time.Duration, err error) {
+			s.log.Warn("summary calls failed repeatedly; this tenant's model-backed summaries are skipped for the cool-down",
+				"tenant", t, "cooldown", cooldown, "err", err)
+		})
 	}
 	e, aerr := s.engine(ctx, o, model)
 	if aerr != nil {
