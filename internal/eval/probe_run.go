@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
 
@@ -68,11 +70,15 @@ type ProbePointScore struct {
 	At      int    `json:"at"`
 	// Folded is how many messages the compaction folded; less than At
 	// when the cut could not fall at the point or messages are pinned.
-	Folded        int           `json:"folded"`
-	SummaryTokens int           `json:"summary_tokens"` // chars/4
-	Emergency     bool          `json:"emergency,omitempty"`
-	Err           string        `json:"error,omitempty"`
-	Probes        []ProbeResult `json:"probes"`
+	Folded        int  `json:"folded"`
+	SummaryTokens int  `json:"summary_tokens"` // chars/4
+	Emergency     bool `json:"emergency,omitempty"`
+	// NotCompacted says the prefix held a single message (pinned ones
+	// aside): nothing to fold, so the probes were scored on that message
+	// as it stands, and Folded is 0.
+	NotCompacted bool          `json:"not_compacted,omitempty"`
+	Err          string        `json:"error,omitempty"`
+	Probes       []ProbeResult `json:"probes"`
 }
 
 // ProbeResult is one probe's outcome.
@@ -132,18 +138,25 @@ func RunProbes(ctx context.Context, opts ProbeOptions) (*ProbeReport, error) {
 	return rep, nil
 }
 
-// probeSession finds a probe set's session file.
+// probeSession finds a probe set's session file: among the sessions
+// given, else in the corpus folders, in order.
 func probeSession(set *ProbeSet, given []string) (string, error) {
 	for _, p := range given {
 		if filepath.Base(p) == set.Session {
 			return p, nil
 		}
 	}
-	dir, err := CorpusDir()
+	dirs, err := CorpusDirs()
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: session %q is not among the sessions given and %v", ErrNoSessions, set.File, set.Session, err)
 	}
-	return filepath.Join(dir, set.Session), nil
+	for _, dir := range dirs {
+		p := filepath.Join(dir, set.Session)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s: session %q is not among the sessions given nor in %s", ErrNoSessions, set.File, set.Session, strings.Join(dirs, " or "))
 }
 
 // summaryAt compacts msgs[:at] as the engine would at a gate there and
@@ -152,6 +165,19 @@ func probeSession(set *ProbeSet, given []string) (string, error) {
 // excepted.
 func summaryAt(ctx context.Context, opts ProbeOptions, strat host.Strategy, msgs []abi.Message, at int) (string, ProbePointScore) {
 	ps := ProbePointScore{At: at}
+	// One message is not folded into a summary of itself (the engine
+	// refuses a summary no smaller than what it replaces): the model
+	// sees that message, so it is what the probes are scored on.
+	var unpinned []abi.Message
+	for _, m := range msgs[:at] {
+		if !m.Pinned {
+			unpinned = append(unpinned, m)
+		}
+	}
+	if len(unpinned) <= 1 {
+		ps.NotCompacted = true
+		return ContextText(unpinned), ps
+	}
 	hopts := []host.Option{host.WithStrategy(opts.Strategy, strat), host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
 	if opts.Model != nil {
 		hopts = append(hopts, host.WithModel(opts.Model))
@@ -275,6 +301,9 @@ func (r *ProbeReport) WriteTable(w io.Writer) error {
 	tw.Flush()
 	var missed []string
 	for _, p := range r.Points {
+		if p.NotCompacted {
+			fmt.Fprintf(ew, "\n%s @%d (%s): not compacted: one message before the point, scored as it stands.\n", p.Session, p.At, p.Point)
+		}
 		if p.Err != "" {
 			missed = append(missed, fmt.Sprintf("%s @%d (%s): compaction failed: %s", p.Session, p.At, p.Point, p.Err))
 		}
