@@ -14,6 +14,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
 )
 
@@ -44,6 +45,48 @@ type ProbeReport struct {
 	Categories []ProbeTally      `json:"categories"`
 	Sessions   []ProbeTally      `json:"sessions"`
 	Points     []ProbePointScore `json:"points"`
+	// AgentComparisons score each compaction an agent made itself on the
+	// probes of the point where it folded, beside our summary there.
+	AgentComparisons []AgentProbeComparison `json:"agent_comparisons"`
+}
+
+// AgentProbeComparison is one compaction an agent made itself (Claude
+// Code's compact summary, a Codex compacted record, a Roo Code or Cline
+// condensation), scored on the probes of the point at its cut: the same
+// folded messages [0, At), the same probes, the agent's text beside ours.
+type AgentProbeComparison struct {
+	Session      string `json:"session"`
+	Agent        string `json:"agent"` // the session's format
+	Point        string `json:"point"`
+	At           int    `json:"at"`
+	CompactionID string `json:"compaction_id"`
+	// AgentText says what the agent's side is: what the agent continued
+	// with in place of the folded messages, its system prompts aside:
+	// "summary", "summary and kept history", or "kept history" when the
+	// summary is encrypted or empty (Codex).
+	AgentText   string `json:"agent_text"`
+	AgentTokens int    `json:"agent_tokens"` // chars/4
+	Probes      int    `json:"probes"`
+	// AgentAnswered counts the probes the agent's side answers;
+	// SummaryAnswered those its summary answers alone, without the
+	// history it kept (nil when there is no summary text).
+	AgentAnswered   int  `json:"agent_answered"`
+	SummaryAnswered *int `json:"summary_answered,omitempty"`
+	// OursAnswered counts the probes our summary at the point answers;
+	// OursTokens is its size and OursNotCompacted says the point held one
+	// message, scored as it stands.
+	OursAnswered     int                `json:"ours_answered"`
+	OursTokens       int                `json:"ours_tokens"`
+	OursNotCompacted bool               `json:"ours_not_compacted,omitempty"`
+	Results          []AgentProbeResult `json:"results"`
+}
+
+// AgentProbeResult is one probe answered, or not, on each side.
+type AgentProbeResult struct {
+	ID       string `json:"id"`
+	Category string `json:"category"`
+	Agent    bool   `json:"agent"`
+	Ours     bool   `json:"ours"`
 }
 
 // ProbeTally counts the probes answered of a category, a session or all.
@@ -131,7 +174,13 @@ func RunProbes(ctx context.Context, opts ProbeOptions) (*ProbeReport, error) {
 			p := &set.Points[pi]
 			text, ps := summaryAt(ctx, opts, strat, sess.Messages, p.At)
 			ps.Session, ps.Point = set.Session, p.ID
-			rep.Points = append(rep.Points, scorePoint(ps, p, text))
+			ps = scorePoint(ps, p, text)
+			rep.Points = append(rep.Points, ps)
+			for ci := range sess.AgentCompactions {
+				if c := &sess.AgentCompactions[ci]; !c.Ours && c.FirstKept == p.At {
+					rep.AgentComparisons = append(rep.AgentComparisons, compareAgentProbes(sess.Format, c, p, ps))
+				}
+			}
 		}
 	}
 	rep.tally()
@@ -222,6 +271,50 @@ func scorePoint(ps ProbePointScore, p *ProbePoint, text string) ProbePointScore 
 	return ps
 }
 
+// compareAgentProbes scores the agent's compaction c on the probes of p,
+// the point at its cut, beside ours, already scored.
+func compareAgentProbes(agent string, c *formats.AgentCompaction, p *ProbePoint, ours ProbePointScore) AgentProbeComparison {
+	var side []abi.Message
+	for _, m := range agentContext(*c) {
+		if !m.Pinned {
+			side = append(side, m)
+		}
+	}
+	text := ContextText(side)
+	cmp := AgentProbeComparison{Session: ours.Session, Agent: agent, Point: p.ID, At: p.At, CompactionID: c.ID,
+		AgentTokens: (utf8.RuneCountInString(text) + 3) / 4, Probes: len(p.Probes),
+		OursTokens: ours.SummaryTokens, OursNotCompacted: ours.NotCompacted}
+	switch {
+	case c.Summary == "":
+		cmp.AgentText = "kept history"
+	case len(side) > 1:
+		cmp.AgentText = "summary and kept history"
+	default:
+		cmp.AgentText = "summary"
+	}
+	norm, folded := normalize(text), foldProbe(text)
+	var sumNorm, sumFolded string
+	if c.Summary != "" {
+		sumNorm, sumFolded = normalize(c.Summary), foldProbe(c.Summary)
+		cmp.SummaryAnswered = new(int)
+	}
+	for i := range p.Probes {
+		q := &p.Probes[i]
+		r := AgentProbeResult{ID: q.ID, Category: q.Category, Agent: q.answered(norm, folded), Ours: ours.Probes[i].Answered}
+		if r.Agent {
+			cmp.AgentAnswered++
+		}
+		if r.Ours {
+			cmp.OursAnswered++
+		}
+		if cmp.SummaryAnswered != nil && q.answered(sumNorm, sumFolded) {
+			*cmp.SummaryAnswered++
+		}
+		cmp.Results = append(cmp.Results, r)
+	}
+	return cmp
+}
+
 // tally fills the totals from the points.
 func (r *ProbeReport) tally() {
 	r.Total = ProbeTally{Name: "all"}
@@ -299,6 +392,24 @@ func (r *ProbeReport) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t\n", s.Name, points, s.Probes, s.Answered, pctOf(s.Answered, s.Probes))
 	}
 	tw.Flush()
+	if len(r.AgentComparisons) > 0 {
+		fmt.Fprintf(ew, "\nThe agents' own compactions, scored on the probes of the point at their cut:\n")
+		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "session\tat\tagent's side\ttokens\tagent\tsummary alone\tours (%s)\ttokens\t\n", r.Strategy)
+		for _, c := range r.AgentComparisons {
+			alone := "-"
+			if c.SummaryAnswered != nil {
+				alone = fmt.Sprintf("%d/%d", *c.SummaryAnswered, c.Probes)
+			}
+			ours := fmt.Sprintf("%d/%d", c.OursAnswered, c.Probes)
+			if c.OursNotCompacted {
+				ours += " (not compacted)"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d/%d\t%s\t%s\t%d\t\n", c.Session, c.At, c.AgentText, c.AgentTokens,
+				c.AgentAnswered, c.Probes, alone, ours, c.OursTokens)
+		}
+		tw.Flush()
+	}
 	var missed []string
 	for _, p := range r.Points {
 		if p.NotCompacted {

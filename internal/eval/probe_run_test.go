@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/formats"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,8 +35,36 @@ func TestProbesCorpus(t *testing.T) {
 	}
 	assert.Positive(t, rep.Total.Answered, "no probe answered by any summary")
 
+	// Every compaction an agent made in a probed session has a point at
+	// its cut, so its own summary is scored beside ours.
+	compared := map[string]bool{}
+	for _, c := range rep.AgentComparisons {
+		compared[c.Session+"/"+c.CompactionID] = true
+		require.Len(t, c.Results, c.Probes)
+		agent, ours := 0, 0
+		for _, r := range c.Results {
+			agent += btoi(r.Agent)
+			ours += btoi(r.Ours)
+		}
+		assert.Equal(t, agent, c.AgentAnswered, "%s @%d", c.Session, c.At)
+		assert.Equal(t, ours, c.OursAnswered, "%s @%d", c.Session, c.At)
+		assert.Positive(t, c.AgentTokens, "%s @%d: the agent's side is empty", c.Session, c.At)
+	}
 	sets, err := LoadProbes(filepath.Join("testdata", "probes"))
 	require.NoError(t, err)
+	agents := 0
+	for _, set := range sets {
+		path, err := probeSession(set, nil)
+		require.NoError(t, err)
+		sess, _, err := loadSession(path)
+		require.NoError(t, err)
+		for _, c := range sess.AgentCompactions {
+			agents++
+			assert.True(t, compared[set.Session+"/"+c.ID], "%s: the agent's compaction %s (cut at %d) has no probe point there", set.Session, c.ID, c.FirstKept)
+		}
+	}
+	assert.Positive(t, agents, "the probed sessions hold no compaction of an agent")
+
 	empty := &ProbeReport{}
 	for _, s := range sets {
 		for pi := range s.Points {
@@ -76,4 +105,54 @@ func TestProbesAnsweredByTheFoldedMessages(t *testing.T) {
 			}
 		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestAgentProbeComparison scores an agent's compaction: its summary and
+// the history it kept count, its system prompt does not (it stands beside
+// any summary), and our side is taken from the point as scored.
+func TestAgentProbeComparison(t *testing.T) {
+	text := func(role, s string, pinned bool) abi.Message {
+		return abi.Message{Role: role, Pinned: pinned, Content: []abi.Block{{Type: abi.BlockText, Text: s}}}
+	}
+	p := &ProbePoint{ID: "cut", At: 3, Probes: []Probe{
+		{ID: "in-summary", Category: CategoryFact, Question: "q", AllOf: []string{"state.vscdb"}},
+		{ID: "in-kept", Category: CategoryNextStep, Question: "q", AllOf: []string{"remap the workspaces"}},
+		{ID: "in-system", Category: CategoryDecision, Question: "q", AllOf: []string{"orchestrator mode"}},
+	}}
+	for i := range p.Probes {
+		require.NoError(t, p.Probes[i].compile())
+	}
+	c := formats.AgentCompaction{ID: "c1", FirstKept: 3, Summary: "The index lives in state.vscdb.", Replacement: []abi.Message{
+		text(abi.RoleSystem, "You are in orchestrator mode.", true),
+		text(abi.RoleUser, "Then remap the workspaces.", false),
+	}}
+	ours := scorePoint(ProbePointScore{Session: "s.json", At: 3, SummaryTokens: 40}, p, "Decided: orchestrator mode. Found: state.vscdb.")
+
+	cmp := compareAgentProbes("cline", &c, p, ours)
+	assert.Equal(t, "summary and kept history", cmp.AgentText)
+	assert.Equal(t, 3, cmp.Probes)
+	assert.Equal(t, 2, cmp.AgentAnswered, "summary and kept history, not the system prompt")
+	require.NotNil(t, cmp.SummaryAnswered)
+	assert.Equal(t, 1, *cmp.SummaryAnswered)
+	assert.Equal(t, 2, cmp.OursAnswered)
+	assert.Equal(t, 40, cmp.OursTokens)
+	assert.Equal(t, []AgentProbeResult{
+		{ID: "in-summary", Category: CategoryFact, Agent: true, Ours: true},
+		{ID: "in-kept", Category: CategoryNextStep, Agent: true, Ours: false},
+		{ID: "in-system", Category: CategoryDecision, Agent: false, Ours: true},
+	}, cmp.Results)
+
+	// An encrypted summary (Codex): the kept history is all there is.
+	c.Summary = ""
+	cmp = compareAgentProbes("codex", &c, p, ours)
+	assert.Equal(t, "kept history", cmp.AgentText)
+	assert.Nil(t, cmp.SummaryAnswered)
+	assert.Equal(t, 1, cmp.AgentAnswered)
 }
