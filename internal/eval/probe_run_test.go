@@ -2,6 +2,7 @@ package eval
 
 import (
 	"bytes"
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -17,7 +18,7 @@ import (
 // asserts that the score is computed, not a target: every point got a
 // summary, and the same probes scored against an empty summary fail.
 func TestProbesCorpus(t *testing.T) {
-	corpus(t)
+	probedCorpus(t)
 	rep, err := RunProbes(ctx, ProbeOptions{Probes: filepath.Join("testdata", "probes"), InProcess: true})
 	require.NoError(t, err)
 	var table bytes.Buffer
@@ -82,7 +83,7 @@ func TestProbesCorpus(t *testing.T) {
 // every probe of the point. A probe they do not answer asks for something
 // the session had not shown yet, or its matcher has a typo.
 func TestProbesAnsweredByTheFoldedMessages(t *testing.T) {
-	corpus(t)
+	probedCorpus(t)
 	sets, err := LoadProbes(filepath.Join("testdata", "probes"))
 	require.NoError(t, err)
 	for _, set := range sets {
@@ -155,4 +156,56 @@ func TestAgentProbeComparison(t *testing.T) {
 	assert.Equal(t, "kept history", cmp.AgentText)
 	assert.Nil(t, cmp.SummaryAnswered)
 	assert.Equal(t, 1, cmp.AgentAnswered)
+}
+
+// TestProbeSetsCoverTheCorpus walks both corpus folders: every session the
+// readers read has a probe set, and each set asks about every category.
+// A file no reader takes (Roo Code's UI log) has nothing to probe.
+func TestProbeSetsCoverTheCorpus(t *testing.T) {
+	probedCorpus(t)
+	sets, err := LoadProbes(filepath.Join("testdata", "probes"))
+	require.NoError(t, err)
+	bySession := map[string]*ProbeSet{}
+	for _, s := range sets {
+		bySession[s.Session] = s
+	}
+	dirs, err := CorpusDirs()
+	require.NoError(t, err)
+	sessions := 0
+	for _, dir := range dirs {
+		files, err := CorpusSessions(dir)
+		require.NoError(t, err)
+		for _, f := range files {
+			name := filepath.Base(f)
+			if _, err := formats.ReadFile(f); errors.Is(err, formats.ErrUnknownFormat) {
+				assert.NotContains(t, bySession, name)
+				continue
+			}
+			sessions++
+			set, ok := bySession[name]
+			if !assert.True(t, ok, "%s has no probe set", f) {
+				continue
+			}
+			perCategory := map[string]int{}
+			for _, p := range set.Points {
+				for _, q := range p.Probes {
+					perCategory[q.Category]++
+				}
+			}
+			for _, c := range ProbeCategories {
+				assert.Positive(t, perCategory[c], "%s: no %s probe", set.File, c)
+			}
+		}
+	}
+	assert.Equal(t, len(sets), sessions, "a probe set whose session is in neither folder")
+}
+
+// probedCorpus skips a test of the committed probes unless both corpus
+// folders are there: the probe sets name sessions of each.
+func probedCorpus(t *testing.T) {
+	t.Helper()
+	corpus(t)
+	if dirs, err := CorpusDirs(); err != nil || len(dirs) < 2 {
+		t.Skipf("the probes name sessions of ../shared/corpus and ../shared/corpus-new; corpus-new is not beside the repository (%v)", dirs)
+	}
 }
