@@ -118,7 +118,7 @@ func TestEvalProbesAgentComparison(t *testing.T) {
 	c := rep.AgentComparisons[0]
 	assert.Equal(t, "cline", c.Agent)
 	assert.Equal(t, 1, c.At)
-	assert.Equal(t, "summary and kept history", c.AgentText)
+	assert.Equal(t, "summary and replacement history", c.AgentText)
 	assert.Positive(t, c.Probes)
 	require.NotNil(t, c.SummaryAnswered)
 	assert.LessOrEqual(t, *c.SummaryAnswered, c.AgentAnswered, "the summary alone answers no more than with the task it keeps")

@@ -62,7 +62,7 @@ type AgentProbeComparison struct {
 	CompactionID string `json:"compaction_id"`
 	// AgentText says what the agent's side is: what the agent continued
 	// with in place of the folded messages, its system prompts aside:
-	// "summary", "summary and kept history", or "kept history" when the
+	// "summary", "summary and replacement history", or "replacement history" when the
 	// summary is encrypted or empty (Codex).
 	AgentText   string `json:"agent_text"`
 	AgentTokens int    `json:"agent_tokens"` // chars/4
@@ -286,9 +286,9 @@ func compareAgentProbes(agent string, c *formats.AgentCompaction, p *ProbePoint,
 		OursTokens: ours.SummaryTokens, OursNotCompacted: ours.NotCompacted}
 	switch {
 	case c.Summary == "":
-		cmp.AgentText = "kept history"
+		cmp.AgentText = "replacement history"
 	case len(side) > 1:
-		cmp.AgentText = "summary and kept history"
+		cmp.AgentText = "summary and replacement history"
 	default:
 		cmp.AgentText = "summary"
 	}

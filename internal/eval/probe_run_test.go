@@ -137,9 +137,9 @@ func TestAgentProbeComparison(t *testing.T) {
 	ours := scorePoint(ProbePointScore{Session: "s.json", At: 3, SummaryTokens: 40}, p, "Decided: orchestrator mode. Found: state.vscdb.")
 
 	cmp := compareAgentProbes("cline", &c, p, ours)
-	assert.Equal(t, "summary and kept history", cmp.AgentText)
+	assert.Equal(t, "summary and replacement history", cmp.AgentText)
 	assert.Equal(t, 3, cmp.Probes)
-	assert.Equal(t, 2, cmp.AgentAnswered, "summary and kept history, not the system prompt")
+	assert.Equal(t, 2, cmp.AgentAnswered, "summary and replacement history, not the system prompt")
 	require.NotNil(t, cmp.SummaryAnswered)
 	assert.Equal(t, 1, *cmp.SummaryAnswered)
 	assert.Equal(t, 2, cmp.OursAnswered)
@@ -153,7 +153,7 @@ func TestAgentProbeComparison(t *testing.T) {
 	// An encrypted summary (Codex): the kept history is all there is.
 	c.Summary = ""
 	cmp = compareAgentProbes("codex", &c, p, ours)
-	assert.Equal(t, "kept history", cmp.AgentText)
+	assert.Equal(t, "replacement history", cmp.AgentText)
 	assert.Nil(t, cmp.SummaryAnswered)
 	assert.Equal(t, 1, cmp.AgentAnswered)
 }
