@@ -209,3 +209,28 @@ func probedCorpus(t *testing.T) {
 		t.Skipf("the probes name sessions of ../shared/corpus and ../shared/corpus-new; corpus-new is not beside the repository (%v)", dirs)
 	}
 }
+
+// A probe set's session is looked up among the sessions given, then in
+// each corpus folder; one in neither is an error naming both folders.
+func TestProbeSessionLookup(t *testing.T) {
+	probedCorpus(t)
+	dirs, err := CorpusDirs()
+	require.NoError(t, err)
+
+	set := &ProbeSet{Session: "aider-ts-monorepo.md", File: "p.json"}
+	path, err := probeSession(set, nil)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dirs[1], "aider-ts-monorepo.md"), path, "found in corpus-new")
+
+	given := filepath.Join(t.TempDir(), "aider-ts-monorepo.md")
+	path, err = probeSession(set, []string{"other.jsonl", given})
+	require.NoError(t, err)
+	assert.Equal(t, given, path, "a session given by hand comes first")
+
+	set.Session = "absent.jsonl"
+	_, err = probeSession(set, nil)
+	require.ErrorIs(t, err, ErrNoSessions)
+	for _, d := range dirs {
+		assert.Contains(t, err.Error(), d)
+	}
+}
