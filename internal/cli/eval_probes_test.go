@@ -41,8 +41,11 @@ func TestEvalProbes(t *testing.T) {
 		Points []struct {
 			Folded int `json:"folded"`
 		} `json:"points"`
+		AgentComparisons []any `json:"agent_comparisons"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rep))
+	assert.NotNil(t, rep.AgentComparisons, "an empty list, not null, where the session holds no agent compaction")
+	assert.Empty(t, rep.AgentComparisons)
 	assert.Equal(t, "structured", rep.Strategy)
 	assert.Equal(t, 2, rep.Total.Probes)
 	assert.Equal(t, 1, rep.Total.Answered)

@@ -154,7 +154,8 @@ func RunProbes(ctx context.Context, opts ProbeOptions) (*ProbeReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eval: strategy %q: %w", opts.Strategy, err)
 	}
-	rep := &ProbeReport{Strategy: opts.Strategy, Offline: opts.Model == nil, Window: opts.Window, Total: ProbeTally{Name: "all"}}
+	rep := &ProbeReport{Strategy: opts.Strategy, Offline: opts.Model == nil, Window: opts.Window, Total: ProbeTally{Name: "all"},
+		AgentComparisons: []AgentProbeComparison{}}
 	for _, set := range sets {
 		path, err := probeSession(set, opts.Sessions)
 		if err != nil {
