@@ -20,21 +20,25 @@ import (
 
 // Exit codes. They are part of the interface: scripts branch on them.
 const (
-	ExitOK          = 0   // success
-	ExitError       = 1   // an unexpected failure
-	ExitUsage       = 2   // bad flags or arguments
-	ExitInput       = 3   // a missing or malformed input file, or a bad config
-	ExitPlugin      = 4   // a plugin failed to load or failed verification
-	ExitProvider    = 5   // the model provider failed
-	ExitNotFit      = 6   // the session is still over its budget after compaction
-	ExitBusy        = 7   // another writer changed or held the session log; nothing was written, run again
-	ExitUnavailable = 8   // the environment refused: the address to listen on is taken or not permitted
-	ExitInterrupted = 130 // interrupted (SIGINT/SIGTERM)
+	ExitOK          = 0 // success
+	ExitError       = 1 // an unexpected failure
+	ExitUsage       = 2 // bad flags or arguments
+	ExitInput       = 3 // a missing or malformed input file, or a bad config
+	ExitPlugin      = 4 // a plugin failed to load or failed verification
+	ExitProvider    = 5 // the model provider failed
+	ExitNotFit      = 6 // the session is still over its budget after compaction
+	ExitBusy        = 7 // another writer changed or held the session log; nothing was written, run again
+	ExitUnavailable = 8 // the environment refused: the address to listen on is taken or not permitted
+	// ExitStrategyFailed: the strategy named by --strategy or the config
+	// failed and a fallback wrote the result, which was still written.
+	ExitStrategyFailed = 9
+	ExitInterrupted    = 130 // interrupted (SIGINT/SIGTERM)
 )
 
 const exitCodesHelp = `Exit codes:
-  0  success; also when a strategy failed and a fallback wrote the summary:
-     the report names the fallback ("fallbacks" in --json) and stderr warns
+  0  success; also when the default strategy failed and a fallback wrote
+     the summary: the report names the fallback ("fallbacks" in --json) and
+     stderr warns
   1  unexpected failure
   2  bad flags or arguments (an unknown --strategy or --tokenizer included)
   3  missing, unreadable, oversized or malformed input, or a bad config file
@@ -45,6 +49,10 @@ const exitCodesHelp = `Exit codes:
      lock past --lock-wait; nothing was written: run the command again
   8  the environment refused: the address serve or proxy would listen on is
      in use or not permitted (the message names a free port)
+  9  the strategy named by --strategy or the config file failed and a
+     fallback wrote the summary; the output is written all the same and the
+     report says so ("strategy_failed" in --json); --allow-fallback makes
+     this exit 0. With both, a session still over budget exits 6
   130 interrupted (SIGINT or SIGTERM)`
 
 // exitError carries an exit code with an error.

@@ -33,6 +33,9 @@ type compactOptions struct {
 	reading   readingFlags
 	lockWait  time.Duration
 	cost      costFlags
+	// allowFallback accepts a fallback's summary when the strategy was
+	// named: exit 0 instead of 9.
+	allowFallback bool
 }
 
 func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
@@ -49,6 +52,7 @@ func addCompactFlags(cmd *cobra.Command, o *compactOptions) {
 	fl.StringVar(&o.focus, "focus", "", "what the summary must keep, in your words (e.g. \"the failing auth tests\")")
 	fl.BoolVar(&o.dryRun, "dry-run", false, "show the plan (where it cuts, tokens before and after, what is folded) and write nothing")
 	fl.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fl.BoolVar(&o.allowFallback, "allow-fallback", false, "exit 0, not 9, when the strategy named by --strategy or the config fails and a fallback writes the summary (the report still says so)")
 	fl.DurationVar(&o.lockWait, "lock-wait", defaultLockWait, "with --in-place: how long to wait for another program's lock on the file (a running agent's), saying so after a moment; then exit 7")
 }
 
@@ -73,6 +77,11 @@ Lines a running agent appends meanwhile are carried after the compaction
 or lines that cannot be carried, are refused with exit 7 and leave the
 file as the agent wrote it. Other formats are written as a session log.
 
+When a strategy fails (its model refused, say), the next one writes the
+summary and the report says so. If you named the strategy (--strategy, or
+strategy in the config file), that is exit 9, the output written all the
+same; --allow-fallback accepts the fallback with exit 0.
+
 Examples:
   compact-host compact --strategy=structured session.jsonl
   compact-host compact --dry-run --context-window 32000 ~/.claude/projects/x/abc.jsonl
@@ -91,9 +100,12 @@ Examples:
 type compactReport struct {
 	Input string `json:"input"`
 	server.CompactReport
-	Output     string           `json:"output,omitempty"`
-	WriteBack  *writeBackReport `json:"write_back,omitempty"`
-	Compaction *host.Compaction `json:"compaction,omitempty"`
+	Output string `json:"output,omitempty"`
+	// StrategyFailed says the strategy asked for failed, so a fallback
+	// (or the emergency path) wrote the summary: see Fallbacks.
+	StrategyFailed bool             `json:"strategy_failed,omitempty"`
+	WriteBack      *writeBackReport `json:"write_back,omitempty"`
+	Compaction     *host.Compaction `json:"compaction,omitempty"`
 	// Cost is the compaction's cost to the agent, when its model has
 	// prices.
 	Cost *compactCost `json:"cost,omitempty"`
@@ -161,8 +173,10 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	}
 	rep.TokensBefore = s.ContextTokens() + overhead
 	var fallbacks []string
+	strategyFailed := false
 	e.Subscribe(func(ev host.Event) {
 		if f, ok := ev.(*host.FallbackEvent); ok {
+			strategyFailed = strategyFailed || f.From == strategy
 			fallbacks = append(fallbacks, fmt.Sprintf("%s → %s: %v", f.From, f.To, f.Err))
 			a.progress("%s failed (%v); trying %s", f.From, f.Err, f.To)
 			a.setStep(f.To)
@@ -193,6 +207,7 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 		rep.Kept = len(s.Context())
 	}
 	rep.Fallbacks = fallbacks
+	rep.StrategyFailed = strategyFailed && res.Compaction != nil
 	rep.ModelStats = a.meter.Stats()
 	if res.Plan != nil || res.Compaction != nil {
 		rep.Cost = priceCompaction(costs, hc.Model, in.Requests, rep.TokensBefore, rep.TokensAfter, rep.ModelStats.CostUSD, time.Now())
@@ -231,7 +246,30 @@ func runCompact(ctx context.Context, g *globals, o *compactOptions, args []strin
 	if !rep.Fits && !o.dryRun {
 		return withCode(ExitNotFit, fmt.Errorf("the session is still over its budget: %d of %d tokens", rep.TokensAfter, rep.Budget))
 	}
+	if rep.StrategyFailed && !o.allowFallback {
+		if named := strategySource(a, strategy); named != "" {
+			written := "the result was written"
+			if rep.Output != "" {
+				written = "the result was written to " + displayPath(rep.Output)
+			}
+			return withCode(ExitStrategyFailed, fmt.Errorf("%s failed and %s wrote the summary instead; %s (--allow-fallback accepts a fallback with exit 0)",
+				named, rep.Strategy, written))
+		}
+	}
 	return nil
+}
+
+// strategySource names where the strategy was asked for, the flag or the
+// config key, or "" for the default: only a strategy someone chose makes
+// its failure an error.
+func strategySource(a *app, strategy string) string {
+	switch a.origin("Strategy") {
+	case fromFlag:
+		return fmt.Sprintf("--strategy %s", strategy)
+	case fromConfig:
+		return fmt.Sprintf("strategy %q of the config", strategy)
+	}
+	return ""
 }
 
 // writeOutput writes the compacted session where the options say. A

@@ -61,8 +61,14 @@ one strategy (default structured, offline) and checks the summary against
 each probe's deterministic matcher (facts, file changes, next steps,
 decisions), then prints the share answered per category and per session.
 Probe files name their session by file name, found among the SESSION
-arguments or in ../shared/corpus. --min-score and --min-category turn the
-scores into a check: exit 6 when either is missed.
+arguments, else in ../shared/corpus, else in ../shared/corpus-new. Where
+the session holds a compaction the agent made itself (Claude Code's compact
+summary, Codex's compacted history, Roo Code's or Cline's condensation) and
+a point sits at its cut, the agent's own text is scored on the same probes
+and shown beside ours ("agent_comparisons" in --json). A point before which
+there is a single message is not compacted: the probes are scored on that
+message. --min-score and --min-category turn the scores into a check: exit
+6 when either is missed.
 
 With --cost, eval replays the model calls each Claude Code or Codex file
 records, with their times and usage, through a model of the provider's

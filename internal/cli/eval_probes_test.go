@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -39,8 +41,11 @@ func TestEvalProbes(t *testing.T) {
 		Points []struct {
 			Folded int `json:"folded"`
 		} `json:"points"`
+		AgentComparisons []any `json:"agent_comparisons"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rep))
+	assert.NotNil(t, rep.AgentComparisons, "an empty list, not null, where the session holds no agent compaction")
+	assert.Empty(t, rep.AgentComparisons)
 	assert.Equal(t, "structured", rep.Strategy)
 	assert.Equal(t, 2, rep.Total.Probes)
 	assert.Equal(t, 1, rep.Total.Answered)
@@ -81,4 +86,51 @@ func TestEvalProbesErrors(t *testing.T) {
 	assert.Equal(t, ExitUsage, res.code)
 	res = runCLI(t, runOpts{}, "eval", "--probes", probes, "--strategy", "structured", "--strategy", "narrative", session)
 	assert.Equal(t, ExitUsage, res.code)
+}
+
+// On a session holding the agent's own condensation (Roo Code), eval
+// --probes shows the agent's text scored beside ours, in the table and in
+// --json, and says which point could not be compacted.
+func TestEvalProbesAgentComparison(t *testing.T) {
+	corpus := corpusDir(t)
+	session := filepath.Join(corpus, "..", "corpus-new", "roo-code-task-restore.api_conversation_history.json")
+	if _, err := os.Stat(session); err != nil {
+		t.Skipf("no %s: %v", session, err)
+	}
+	probes := filepath.Join("..", "eval", "testdata", "probes", "roo-code-task-restore.json")
+
+	res := runCLI(t, runOpts{}, "eval", "--probes", probes, "--in-process", "--json")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	var rep struct {
+		Points []struct {
+			At           int  `json:"at"`
+			NotCompacted bool `json:"not_compacted"`
+		} `json:"points"`
+		AgentComparisons []struct {
+			Agent           string `json:"agent"`
+			At              int    `json:"at"`
+			AgentText       string `json:"agent_text"`
+			Probes          int    `json:"probes"`
+			AgentAnswered   int    `json:"agent_answered"`
+			SummaryAnswered *int   `json:"summary_answered"`
+			OursAnswered    int    `json:"ours_answered"`
+		} `json:"agent_comparisons"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rep))
+	require.Len(t, rep.AgentComparisons, 1, "one condensation in the file")
+	c := rep.AgentComparisons[0]
+	assert.Equal(t, "cline", c.Agent)
+	assert.Equal(t, 1, c.At)
+	assert.Equal(t, "summary and replacement history", c.AgentText)
+	assert.Positive(t, c.Probes)
+	require.NotNil(t, c.SummaryAnswered)
+	assert.LessOrEqual(t, *c.SummaryAnswered, c.AgentAnswered, "the summary alone answers no more than with the task it keeps")
+	require.NotEmpty(t, rep.Points)
+	assert.True(t, rep.Points[0].NotCompacted, "a point after one message is scored on it")
+
+	res = runCLI(t, runOpts{}, "eval", "--probes", probes, "--in-process")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "The agents' own compactions")
+	assert.Contains(t, res.stdout, "(not compacted)")
+	assert.Contains(t, res.stdout, "not compacted: one message before the point")
 }

@@ -30,6 +30,22 @@ func CorpusDir() (string, error) {
 	}
 }
 
+// CorpusDirs are the folders of real sessions beside the repository:
+// CorpusDir, then ../shared/corpus-new when it is there (sessions of more
+// agents, kept apart from the first corpus).
+func CorpusDirs() ([]string, error) {
+	dir, err := CorpusDir()
+	if err != nil {
+		return nil, err
+	}
+	dirs := []string{dir}
+	newer := filepath.Join(filepath.Dir(dir), "corpus-new")
+	if st, err := os.Stat(newer); err == nil && st.IsDir() {
+		dirs = append(dirs, newer)
+	}
+	return dirs, nil
+}
+
 // nested reports whether dir is a module nested in the repository (abi/,
 // sdk/), whose go.mod is not the root's.
 func nested(dir string) bool {

@@ -31,7 +31,9 @@
 //
 // With probe files ([LoadProbes], [RunProbes]) it scores what a strategy's
 // summary keeps at chosen points of real sessions: facts, file changes,
-// next steps and decisions, each matched deterministically.
+// next steps and decisions, each matched deterministically; where an agent
+// compacted its own context at a point, its text answers the same probes
+// beside ours.
 //
 // Beside the replays, Run measures token accounting (chars/4, the engine's
 // calibrated estimate and the o200k tokenizer against the usage each

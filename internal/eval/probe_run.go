@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/plugin"
 )
 
@@ -42,6 +45,48 @@ type ProbeReport struct {
 	Categories []ProbeTally      `json:"categories"`
 	Sessions   []ProbeTally      `json:"sessions"`
 	Points     []ProbePointScore `json:"points"`
+	// AgentComparisons score each compaction an agent made itself on the
+	// probes of the point where it folded, beside our summary there.
+	AgentComparisons []AgentProbeComparison `json:"agent_comparisons"`
+}
+
+// AgentProbeComparison is one compaction an agent made itself (Claude
+// Code's compact summary, a Codex compacted record, a Roo Code or Cline
+// condensation), scored on the probes of the point at its cut: the same
+// folded messages [0, At), the same probes, the agent's text beside ours.
+type AgentProbeComparison struct {
+	Session      string `json:"session"`
+	Agent        string `json:"agent"` // the session's format
+	Point        string `json:"point"`
+	At           int    `json:"at"`
+	CompactionID string `json:"compaction_id"`
+	// AgentText says what the agent's side is: what the agent continued
+	// with in place of the folded messages, its system prompts aside:
+	// "summary", "summary and replacement history", or "replacement history" when the
+	// summary is encrypted or empty (Codex).
+	AgentText   string `json:"agent_text"`
+	AgentTokens int    `json:"agent_tokens"` // chars/4
+	Probes      int    `json:"probes"`
+	// AgentAnswered counts the probes the agent's side answers;
+	// SummaryAnswered those its summary answers alone, without the
+	// history it kept (nil when there is no summary text).
+	AgentAnswered   int  `json:"agent_answered"`
+	SummaryAnswered *int `json:"summary_answered,omitempty"`
+	// OursAnswered counts the probes our summary at the point answers;
+	// OursTokens is its size and OursNotCompacted says the point held one
+	// message, scored as it stands.
+	OursAnswered     int                `json:"ours_answered"`
+	OursTokens       int                `json:"ours_tokens"`
+	OursNotCompacted bool               `json:"ours_not_compacted,omitempty"`
+	Results          []AgentProbeResult `json:"results"`
+}
+
+// AgentProbeResult is one probe answered, or not, on each side.
+type AgentProbeResult struct {
+	ID       string `json:"id"`
+	Category string `json:"category"`
+	Agent    bool   `json:"agent"`
+	Ours     bool   `json:"ours"`
 }
 
 // ProbeTally counts the probes answered of a category, a session or all.
@@ -68,11 +113,15 @@ type ProbePointScore struct {
 	At      int    `json:"at"`
 	// Folded is how many messages the compaction folded; less than At
 	// when the cut could not fall at the point or messages are pinned.
-	Folded        int           `json:"folded"`
-	SummaryTokens int           `json:"summary_tokens"` // chars/4
-	Emergency     bool          `json:"emergency,omitempty"`
-	Err           string        `json:"error,omitempty"`
-	Probes        []ProbeResult `json:"probes"`
+	Folded        int  `json:"folded"`
+	SummaryTokens int  `json:"summary_tokens"` // chars/4
+	Emergency     bool `json:"emergency,omitempty"`
+	// NotCompacted says the prefix held a single message (pinned ones
+	// aside): nothing to fold, so the probes were scored on that message
+	// as it stands, and Folded is 0.
+	NotCompacted bool          `json:"not_compacted,omitempty"`
+	Err          string        `json:"error,omitempty"`
+	Probes       []ProbeResult `json:"probes"`
 }
 
 // ProbeResult is one probe's outcome.
@@ -105,7 +154,8 @@ func RunProbes(ctx context.Context, opts ProbeOptions) (*ProbeReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eval: strategy %q: %w", opts.Strategy, err)
 	}
-	rep := &ProbeReport{Strategy: opts.Strategy, Offline: opts.Model == nil, Window: opts.Window, Total: ProbeTally{Name: "all"}}
+	rep := &ProbeReport{Strategy: opts.Strategy, Offline: opts.Model == nil, Window: opts.Window, Total: ProbeTally{Name: "all"},
+		AgentComparisons: []AgentProbeComparison{}}
 	for _, set := range sets {
 		path, err := probeSession(set, opts.Sessions)
 		if err != nil {
@@ -125,25 +175,38 @@ func RunProbes(ctx context.Context, opts ProbeOptions) (*ProbeReport, error) {
 			p := &set.Points[pi]
 			text, ps := summaryAt(ctx, opts, strat, sess.Messages, p.At)
 			ps.Session, ps.Point = set.Session, p.ID
-			rep.Points = append(rep.Points, scorePoint(ps, p, text))
+			ps = scorePoint(ps, p, text)
+			rep.Points = append(rep.Points, ps)
+			for ci := range sess.AgentCompactions {
+				if c := &sess.AgentCompactions[ci]; !c.Ours && c.FirstKept == p.At {
+					rep.AgentComparisons = append(rep.AgentComparisons, compareAgentProbes(sess.Format, c, p, ps))
+				}
+			}
 		}
 	}
 	rep.tally()
 	return rep, nil
 }
 
-// probeSession finds a probe set's session file.
+// probeSession finds a probe set's session file: among the sessions
+// given, else in the corpus folders, in order.
 func probeSession(set *ProbeSet, given []string) (string, error) {
 	for _, p := range given {
 		if filepath.Base(p) == set.Session {
 			return p, nil
 		}
 	}
-	dir, err := CorpusDir()
+	dirs, err := CorpusDirs()
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: session %q is not among the sessions given and %v", ErrNoSessions, set.File, set.Session, err)
 	}
-	return filepath.Join(dir, set.Session), nil
+	for _, dir := range dirs {
+		p := filepath.Join(dir, set.Session)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s: session %q is not among the sessions given nor in %s", ErrNoSessions, set.File, set.Session, strings.Join(dirs, " or "))
 }
 
 // summaryAt compacts msgs[:at] as the engine would at a gate there and
@@ -152,6 +215,19 @@ func probeSession(set *ProbeSet, given []string) (string, error) {
 // excepted.
 func summaryAt(ctx context.Context, opts ProbeOptions, strat host.Strategy, msgs []abi.Message, at int) (string, ProbePointScore) {
 	ps := ProbePointScore{At: at}
+	// One message is not folded into a summary of itself (the engine
+	// refuses a summary no smaller than what it replaces): the model
+	// sees that message, so it is what the probes are scored on.
+	var unpinned []abi.Message
+	for _, m := range msgs[:at] {
+		if !m.Pinned {
+			unpinned = append(unpinned, m)
+		}
+	}
+	if len(unpinned) <= 1 {
+		ps.NotCompacted = true
+		return ContextText(unpinned), ps
+	}
 	hopts := []host.Option{host.WithStrategy(opts.Strategy, strat), host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
 	if opts.Model != nil {
 		hopts = append(hopts, host.WithModel(opts.Model))
@@ -194,6 +270,50 @@ func scorePoint(ps ProbePointScore, p *ProbePoint, text string) ProbePointScore 
 			Answered: ps.Err == "" && q.answered(norm, folded)})
 	}
 	return ps
+}
+
+// compareAgentProbes scores the agent's compaction c on the probes of p,
+// the point at its cut, beside ours, already scored.
+func compareAgentProbes(agent string, c *formats.AgentCompaction, p *ProbePoint, ours ProbePointScore) AgentProbeComparison {
+	var side []abi.Message
+	for _, m := range agentContext(*c) {
+		if !m.Pinned {
+			side = append(side, m)
+		}
+	}
+	text := ContextText(side)
+	cmp := AgentProbeComparison{Session: ours.Session, Agent: agent, Point: p.ID, At: p.At, CompactionID: c.ID,
+		AgentTokens: (utf8.RuneCountInString(text) + 3) / 4, Probes: len(p.Probes),
+		OursTokens: ours.SummaryTokens, OursNotCompacted: ours.NotCompacted}
+	switch {
+	case c.Summary == "":
+		cmp.AgentText = "replacement history"
+	case len(side) > 1:
+		cmp.AgentText = "summary and replacement history"
+	default:
+		cmp.AgentText = "summary"
+	}
+	norm, folded := normalize(text), foldProbe(text)
+	var sumNorm, sumFolded string
+	if c.Summary != "" {
+		sumNorm, sumFolded = normalize(c.Summary), foldProbe(c.Summary)
+		cmp.SummaryAnswered = new(int)
+	}
+	for i := range p.Probes {
+		q := &p.Probes[i]
+		r := AgentProbeResult{ID: q.ID, Category: q.Category, Agent: q.answered(norm, folded), Ours: ours.Probes[i].Answered}
+		if r.Agent {
+			cmp.AgentAnswered++
+		}
+		if r.Ours {
+			cmp.OursAnswered++
+		}
+		if cmp.SummaryAnswered != nil && q.answered(sumNorm, sumFolded) {
+			*cmp.SummaryAnswered++
+		}
+		cmp.Results = append(cmp.Results, r)
+	}
+	return cmp
 }
 
 // tally fills the totals from the points.
@@ -273,8 +393,29 @@ func (r *ProbeReport) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t\n", s.Name, points, s.Probes, s.Answered, pctOf(s.Answered, s.Probes))
 	}
 	tw.Flush()
+	if len(r.AgentComparisons) > 0 {
+		fmt.Fprintf(ew, "\nThe agents' own compactions, scored on the probes of the point at their cut:\n")
+		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "session\tat\tagent's side\ttokens\tagent\tsummary alone\tours (%s)\ttokens\t\n", r.Strategy)
+		for _, c := range r.AgentComparisons {
+			alone := "-"
+			if c.SummaryAnswered != nil {
+				alone = fmt.Sprintf("%d/%d", *c.SummaryAnswered, c.Probes)
+			}
+			ours := fmt.Sprintf("%d/%d", c.OursAnswered, c.Probes)
+			if c.OursNotCompacted {
+				ours += " (not compacted)"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d/%d\t%s\t%s\t%d\t\n", c.Session, c.At, c.AgentText, c.AgentTokens,
+				c.AgentAnswered, c.Probes, alone, ours, c.OursTokens)
+		}
+		tw.Flush()
+	}
 	var missed []string
 	for _, p := range r.Points {
+		if p.NotCompacted {
+			fmt.Fprintf(ew, "\n%s @%d (%s): not compacted: one message before the point, scored as it stands.\n", p.Session, p.At, p.Point)
+		}
 		if p.Err != "" {
 			missed = append(missed, fmt.Sprintf("%s @%d (%s): compaction failed: %s", p.Session, p.At, p.Point, p.Err))
 		}
