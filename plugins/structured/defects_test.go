@@ -356,3 +356,34 @@ func TestLongRequestLeavesRoomAtSmallTarget(t *testing.T) {
 	assert.Contains(t, s, "step 001:", "the request's head is kept")
 	assert.LessOrEqual(t, digest.EstimateTokens(s), target*9/5)
 }
+
+// Short of room, a changed file keeps its path and gives up the detail of
+// its change, a script the shell wrote before a file edited twice, and a
+// long request is cut to its head and tail before the decisions go.
+func TestShortOfRoomDetailGoesBeforeItems(t *testing.T) {
+	msgs := []abi.Message{user(longRequest(80))}
+	for i := 0; i < 12; i++ {
+		id := fmt.Sprintf("s%d", i)
+		msgs = append(msgs,
+			assistant("Writing a script.", call(id, "bash", args{"command": fmt.Sprintf("cat > try_%d.py << 'EOF'\nimport handler\nprint(handler.run(%d))\nEOF", i, i)})),
+			result(id, "", false))
+	}
+	for i, nw := range []string{"func Run() { check() }", "func Run() { check(); log() }"} {
+		id := fmt.Sprintf("e%d", i)
+		msgs = append(msgs,
+			assistant("Editing the handler.", call(id, "Edit", args{"file_path": "handler.go", "old_string": "func Run() {}", "new_string": nw})),
+			result(id, "ok", false))
+	}
+	msgs = append(msgs, assistant("We decided to keep the old handler signature because callers depend on it."))
+	s := offline(t, msgs, 400)
+	files := section(t, s, structured.FilesArtifacts)
+	for i := 0; i < 12; i++ {
+		assert.Contains(t, files, fmt.Sprintf("`try_%d.py`", i))
+	}
+	assert.Contains(t, files, "- `try_0.py`\n", "a script's detail is the first to go, the oldest first")
+	assert.Contains(t, files, "`handler.go`: 2 edits; changed `Run`; last:")
+	assert.Contains(t, section(t, s, structured.KeyDecisions), "keep the old handler signature")
+	task := section(t, s, structured.ActiveTask)
+	assert.Contains(t, task, "step 001")
+	assert.Contains(t, task, "left out here")
+}

@@ -19,7 +19,10 @@ const (
 	keepRead         = 3
 	keepPrevious     = 4
 	keepStated       = 5
-	keepNext         = 7
+	// keepRequest is where a long request in progress gives way to its
+	// head and tail within the short cap.
+	keepRequest = keepStated
+	keepNext    = 7
 )
 
 // OfflineNote opens every summary built without a model.
@@ -102,9 +105,11 @@ func activeTask(f *digest.Facts, prev map[string][]string, focus string, target 
 		if f.Kind == abi.FoldTurnPrefix {
 			lead = "The user's request for the turn in progress, verbatim:"
 		}
-		p.Items = append(p.Items,
-			digest.Item{Text: lead, Keep: digest.Never},
-			digest.Item{Text: digest.QuoteRequest(f.Latest.Text, digest.RequestCap(target)), Keep: digest.Never})
+		quote := digest.Item{Text: digest.QuoteRequest(f.Latest.Text, digest.RequestCap(target)), Keep: digest.Never}
+		if short := digest.QuoteRequest(f.Latest.Text, digest.ShortRequestCap(target)); len(short) < len(quote.Text) {
+			quote.Short, quote.Trim = short, keepRequest
+		}
+		p.Items = append(p.Items, digest.Item{Text: lead, Keep: digest.Never}, quote)
 		if old := prev[ActiveTask]; len(old) > 0 {
 			latest := digest.OneLine(f.Latest.Text)
 			for _, l := range old {
@@ -287,13 +292,19 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 		}
 	}
 	for _, m := range modified {
-		text := "- " + digest.Code(m)
+		it := digest.Item{Text: "- " + digest.Code(m), Keep: digest.Never, Header: "Modified:"}
 		if c, ok := changeOf(f.Changes, m); ok {
-			text = "- " + c.Line()
+			it.Text = "- " + c.Line()
+			if short := "- " + c.Brief(); short != it.Text {
+				it.Short, it.Trim = short, detailKeep(c)
+			}
 		} else if l, ok := earlier[m]; ok {
-			text = l
+			it.Text = l
+			if short := "- " + digest.Code(m); short != l {
+				it.Short, it.Trim = short, keepRead
+			}
 		}
-		p.Items = append(p.Items, digest.Item{Text: text, Keep: digest.Never, Header: "Modified:"})
+		p.Items = append(p.Items, it)
 	}
 	for _, r := range read {
 		if contains(modified, r) {
@@ -310,6 +321,20 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 	}
 	p.Items = append(p.Items, previousItems(rest, append(modified, read...))...)
 	return p
+}
+
+// detailKeep is how long a changed file keeps the detail of its change
+// when room runs short (its path is never dropped): a file the shell
+// wrote (a script made along the way) gives it up first, one edited
+// more than once last.
+func detailKeep(c digest.FileChange) int {
+	switch {
+	case c.ByShell() && c.Edits <= 1:
+		return keepNarrative
+	case c.Edits > 1:
+		return keepStated
+	}
+	return keepRead
 }
 
 // changeOf finds the change record of path, which the host may name

@@ -323,7 +323,17 @@ func identifiers(s string) []string {
 }
 
 // Line describes the change on one line.
-func (fc FileChange) Line() string {
+func (fc FileChange) Line() string { return fc.line(8, true) }
+
+// Brief is Line without the latest change and with at most three names
+// per kind: what a summary short of room keeps of a changed file.
+func (fc FileChange) Brief() string { return fc.line(3, false) }
+
+// ByShell reports whether the latest change was made by a shell command
+// rather than an edit call.
+func (fc FileChange) ByShell() bool { return strings.HasPrefix(fc.Last, "changed by ") }
+
+func (fc FileChange) line(names int, last bool) string {
 	var parts []string
 	switch {
 	case fc.Deleted:
@@ -338,10 +348,10 @@ func (fc FileChange) Line() string {
 		names []string
 	}{{"added", fc.Added}, {"changed", fc.Changed}, {"removed", fc.Removed}, {"touches", fc.Touched}} {
 		if len(g.names) > 0 {
-			parts = append(parts, g.label+" "+codeList(g.names, 8))
+			parts = append(parts, g.label+" "+codeList(g.names, names))
 		}
 	}
-	if fc.Last != "" && !fc.Deleted {
+	if last && fc.Last != "" && !fc.Deleted {
 		parts = append(parts, "last: "+fc.Last)
 	}
 	line := Code(fc.Path)
