@@ -446,16 +446,26 @@ func narrative(f *digest.Facts, prev map[string][]string) digest.Part {
 			keep = keepFocused
 		}
 		// The last turns keep more of the assistant's closing report: it
-		// is the agent's own account of what it did (commits, results).
+		// is the agent's own account of what it did (commits, results),
+		// and the last one ranks with the findings.
 		width := 200
-		if i >= len(f.Turns)-3 {
+		switch {
+		case i == len(f.Turns)-1:
+			width, keep = 1200, keepStated-1
+		case i >= len(f.Turns)-3:
 			width, keep = 800, keep+1
 		}
-		line := t.Line(width)
-		if f.HasRequest && t.Start == f.Latest.Index {
-			line = t.LineAs("User: the request in progress, quoted above.", 200)
+		line := func(width int) string {
+			if f.HasRequest && t.Start == f.Latest.Index {
+				return t.LineAs("User: the request in progress, quoted above.", width)
+			}
+			return t.Line(width)
 		}
-		p.Items = append(p.Items, digest.Item{Text: strconv.Itoa(i+1) + ". " + line, Keep: keep, Header: header})
+		it := digest.Item{Text: strconv.Itoa(i+1) + ". " + line(width), Keep: keep, Header: header}
+		if short := strconv.Itoa(i+1) + ". " + line(200); width > 200 && short != it.Text {
+			it.Short, it.Trim = short, keepNarrative+1
+		}
+		p.Items = append(p.Items, it)
 	}
 	return findings(f, p)
 }
@@ -473,6 +483,9 @@ func findings(f *digest.Facts, p digest.Part) digest.Part {
 			lines[j] = digest.Code(l)
 		}
 		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Code(o.Call) + " → " + strings.Join(lines, "; "), Keep: keep, Header: "Commands returned (their last run):"})
+	}
+	for _, r := range f.Refs {
+		p.Items = append(p.Items, digest.Item{Text: "- " + r.String(), Keep: keepStated, Header: "Named in the commands:"})
 	}
 	for _, s := range digest.Last(f.Findings, 40) {
 		keep := stated(s.Text, f.Focus) - 1

@@ -44,6 +44,9 @@ type Facts struct {
 	Findings []Statement
 	// Outcomes are what the latest shell commands reported.
 	Outcomes []Outcome
+	// Refs are what the newest commands named: pull requests, issues,
+	// branches, commits.
+	Refs []Ref
 	// Previous holds the summaries to merge: the request's previous
 	// summary, then any summary messages among the folded ones.
 	Previous []string
@@ -80,6 +83,7 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Images = Images(msgs)
 	f.Findings = Findings(msgs, f.Decisions)
 	f.Outcomes = Outcomes(f.Calls)
+	f.Refs = Refs(f.Calls)
 	f.Focus = FocusTerms(req.Focus)
 	if s := strings.TrimSpace(req.PreviousSummary); s != "" {
 		f.Previous = append(f.Previous, s)
