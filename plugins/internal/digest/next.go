@@ -23,7 +23,7 @@ func Plan(calls []Call) (steps []PlanStep, ok bool) {
 	last := -1
 	for i := len(calls) - 1; i >= 0; i-- {
 		switch calls[i].tool {
-		case "todowrite", "update_plan", "todo_write", "update_todos":
+		case "todowrite", "update_plan", "todo_write", "update_todos", "update_todo_list":
 			last = i
 		}
 		if last >= 0 {
@@ -67,6 +67,9 @@ func Plan(calls []Call) (steps []PlanStep, ok bool) {
 			Status string `json:"status"`
 		} `json:"plan"`
 	}
+	if list := calls[last].Str("todos"); list != "" {
+		return checklist(list)
+	}
 	if json.Unmarshal(calls[last].Raw, &in) != nil {
 		return nil, false
 	}
@@ -75,6 +78,24 @@ func Plan(calls []Call) (steps []PlanStep, ok bool) {
 	}
 	for _, p := range in.Plan {
 		steps = append(steps, PlanStep{Text: p.Step, Status: p.Status})
+	}
+	return steps, len(steps) > 0
+}
+
+// checklist reads a to-do list written as markdown check boxes, one a
+// line (Roo Code's update_todo_list): "[x]" done, "[-]" in progress,
+// "[ ]" pending.
+func checklist(list string) (steps []PlanStep, ok bool) {
+	for _, line := range strings.Split(list, "\n") {
+		t := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "-*"))
+		if len(t) < 4 || t[0] != '[' || t[2] != ']' {
+			continue
+		}
+		status := map[byte]string{'x': "completed", 'X': "completed", '-': "in_progress", '~': "in_progress", ' ': "pending"}[t[1]]
+		if status == "" {
+			continue
+		}
+		steps = append(steps, PlanStep{Text: strings.TrimSpace(t[3:]), Status: status})
 	}
 	return steps, len(steps) > 0
 }
