@@ -20,8 +20,10 @@ const (
 	keepPrevious     = 4
 	keepStated       = 5
 	// keepRequest is where a long request in progress gives way to its
-	// head and tail within the short cap.
-	keepRequest = keepStated
+	// head and tail within two fifths of the target: first of all, so a
+	// pasted plan never crowds out the rest; Fit quotes it whole again
+	// when the room allows.
+	keepRequest = 0
 	keepNext    = 7
 )
 
