@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/internal/heredoc"
 )
 
@@ -23,6 +24,12 @@ type FileChange struct {
 	// Last is the latest change in brief: its first changed line before
 	// and after, or how the file was written.
 	Last string
+	// Said is what the agent said the latest change does: the edit
+	// call's own instruction or description, else what the message that
+	// made it announced (see Said).
+	Said string
+	// at is the index of the message that made the latest change.
+	at int
 }
 
 // Changes lists per modified file what the calls did to it, in the order
@@ -31,18 +38,25 @@ func Changes(calls []Call) []FileChange {
 	var out []*FileChange
 	byPath := map[string]*FileChange{}
 	seen := map[string]bool{} // read or changed before
+	var cur *Call
 	get := func(p string) *FileChange {
 		p = cleanPath(p)
-		if c := byPath[p]; c != nil {
-			return c
+		c := byPath[p]
+		if c == nil {
+			c = &FileChange{Path: p}
+			byPath[p] = c
+			out = append(out, c)
 		}
-		c := &FileChange{Path: p}
-		byPath[p] = c
-		out = append(out, c)
+		c.at, c.Said = cur.Index, cur.Str("instruction")
+		if c.Said == "" && !cur.IsShell() {
+			c.Said = cur.Str("description")
+		}
 		return c
 	}
 	openFile := ""
-	for _, c := range calls {
+	for i := range calls {
+		c := calls[i]
+		cur = &calls[i]
 		if c.Result != nil && c.Result.IsError {
 			continue // a failed edit changed nothing
 		}
@@ -333,6 +347,29 @@ func (fc FileChange) Brief() string { return fc.line(3, false) }
 // rather than an edit call.
 func (fc FileChange) ByShell() bool { return strings.HasPrefix(fc.Last, "changed by ") }
 
+// Said fills in, for each change whose call said nothing of it, the last
+// sentence of the message that made it announcing what it does ("I'll
+// add a type declaration for the module, since it ships none.", or a
+// bold heading such as "**Issue 6: key zeroed in ShareDialog**"), so a
+// file's line says what its change is for, not only what it touched.
+func Said(changes []FileChange, msgs []abi.Message) {
+	for i := range changes {
+		c := &changes[i]
+		if c.Said != "" || c.at < 0 || c.at >= len(msgs) || msgs[c.at].Role != abi.RoleAssistant {
+			continue
+		}
+		var scratch lowerer
+		for _, s := range sentences(msgs[c.at].Text()) {
+			if len(s) < 16 || strings.HasSuffix(s, "?") {
+				continue
+			}
+			if hasMarker(scratch.lower(s), intentMarkers) || strings.HasPrefix(s, "**") && strings.HasSuffix(s, "**") {
+				c.Said = s // the last announcement before the call
+			}
+		}
+	}
+}
+
 func (fc FileChange) line(names int, last bool) string {
 	var parts []string
 	switch {
@@ -353,6 +390,9 @@ func (fc FileChange) line(names int, last bool) string {
 	}
 	if last && fc.Last != "" && !fc.Deleted {
 		parts = append(parts, "last: "+fc.Last)
+	}
+	if last && fc.Said != "" {
+		parts = append(parts, "as the agent put it: “"+Plain(ClipHead(OneLine(fc.Said), 200))+"”")
 	}
 	line := Code(fc.Path)
 	if len(parts) > 0 {

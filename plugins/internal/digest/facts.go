@@ -75,6 +75,7 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Constraints = constraintsOf(f.Requests)
 	f.Turns = turnsOf(msgs, f.Requests, f.Calls, f.Errors)
 	f.Changes = Changes(f.Calls)
+	Said(f.Changes, msgs)
 	f.Plan, f.HasPlan = Plan(f.Calls)
 	f.Intention, f.HasIntention = Intention(msgs)
 	f.IntentionRan = f.HasIntention && IntentionRan(f.Calls, f.Intention)

@@ -53,3 +53,26 @@ func TestChecklistPlan(t *testing.T) {
 		{Text: "Verify in the UI", Status: "pending"},
 	}, steps)
 }
+
+// A changed file's line says what the change is for, as the agent put it:
+// the edit call's own instruction, else the message's announcement; a
+// message that announces nothing lends no sentence.
+func TestChangeSaysWhatItDoes(t *testing.T) {
+	msgs := []abi.Message{
+		pluginstest.User("make the footer show the badge"),
+		pluginstest.Assistant("The package ships no types. I'll add a type declaration for react-shielded so tsc stops failing with TS7016.",
+			pluginstest.Call("w1", "write", pluginstest.Args{"filePath": "/site/types/react-shielded.d.ts", "content": "declare module 'react-shielded';\n"})),
+		pluginstest.Result("w1", "ok", false),
+		pluginstest.Assistant("", pluginstest.Call("r1", "replace", pluginstest.Args{"file_path": "docs/SECURITY.md", "old_string": "a", "new_string": "b", "instruction": "Move the security policy under docs/."})),
+		pluginstest.Result("r1", "ok", false),
+		pluginstest.Assistant("Now I have full context on all files.", pluginstest.Call("e1", "edit", pluginstest.Args{"filePath": "/site/footer.tsx", "oldString": "a", "newString": "b"})),
+		pluginstest.Result("e1", "ok", false),
+	}
+	f := digest.Gather(&abi.SummarizeRequest{Kind: abi.FoldHistory, Messages: msgs})
+	require.Len(t, f.Changes, 3)
+	assert.Equal(t, "I'll add a type declaration for react-shielded so tsc stops failing with TS7016.", f.Changes[0].Said)
+	assert.Contains(t, f.Changes[0].Line(), "as the agent put it: “I'll add a type declaration")
+	assert.NotContains(t, f.Changes[0].Brief(), "as the agent put it")
+	assert.Equal(t, "Move the security policy under docs/.", f.Changes[1].Said)
+	assert.Empty(t, f.Changes[2].Said)
+}
