@@ -387,3 +387,24 @@ func TestShortOfRoomDetailGoesBeforeItems(t *testing.T) {
 	assert.Contains(t, task, "step 001")
 	assert.Contains(t, task, "left out here")
 }
+
+// A failed script the agent replaced with another that ran is not the
+// next step: it went another way. A failed script with no later run of
+// the program stays open.
+func TestReplacedScriptIsNotOpen(t *testing.T) {
+	msgs := []abi.Message{
+		user("fix the migration order"),
+		assistant("", call("1", "bash", args{"command": "cd /testbed && python test_fix.py"})),
+		result("1", "Traceback (most recent call last):\nKeyError: 'indexes'\n", true),
+		assistant("", call("2", "bash", args{"command": "cd /testbed && python test_fix2.py"})),
+		result("2", "Order: AlterOrderWithRespectTo, AddIndex\n", false),
+		assistant("", call("3", "bash", args{"command": "cd /testbed && node check.js"})),
+		result("3", "Error: cannot find module 'x'\n", true),
+		assistant("Looking at the output."),
+	}
+	s := offline(t, msgs, 4000)
+	next := section(t, s, structured.NextStep)
+	assert.NotContains(t, next, "test_fix.py")
+	assert.Contains(t, next, "check.js")
+	assert.Contains(t, section(t, s, structured.PendingItems), "went another way: `bash cd /testbed && python test_fix2.py` ran after it")
+}

@@ -167,7 +167,7 @@ func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
 	// work still to do; other failures are listed under pending items.
 	var open []digest.Resolution
 	for _, r := range f.Resolved {
-		if r.FixedBy == "" && r.Shell && (!f.HasRequest || r.Index > f.Latest.Index) {
+		if r.FixedBy == "" && r.Instead == "" && r.Shell && (!f.HasRequest || r.Index > f.Latest.Index) {
 			open = append(open, r)
 		}
 	}
@@ -409,7 +409,7 @@ func pending(f *digest.Facts, prev map[string][]string) digest.Part {
 	var fixed, other []digest.Resolution
 	for _, r := range f.Resolved {
 		switch {
-		case r.FixedBy != "":
+		case r.FixedBy != "" || r.Instead != "":
 			fixed = append(fixed, r)
 		case !r.Shell || f.HasRequest && r.Index < f.Latest.Index:
 			other = append(other, r)
@@ -421,6 +421,9 @@ func pending(f *digest.Facts, prev map[string][]string) digest.Part {
 	}
 	for _, r := range digest.Last(fixed, 5) {
 		text := "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text)) + "; fixed: " + digest.Code(r.FixedBy) + " passed later"
+		if r.FixedBy == "" {
+			text = "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text)) + "; went another way: " + digest.Code(r.Instead) + " ran after it"
+		}
 		p.Items = append(p.Items, digest.Item{Text: text, Keep: keepRead, Header: "Errors met since fixed:"})
 	}
 	p.Items = append(p.Items, previousItems(prev[PendingItems], nil)...)

@@ -183,6 +183,10 @@ type Resolution struct {
 	// Shell is true for the error of a shell command (a build, a test
 	// run), the kind whose failure is work still to do.
 	Shell bool
+	// Instead describes the later run of another script by the same
+	// program that succeeded where a failed script was never run again:
+	// the agent went another way; "" otherwise.
+	Instead string
 }
 
 // Resolve finds, for each error, a later successful call that repeats
@@ -217,9 +221,49 @@ func Resolve(calls []Call, errs []ErrorNote) []Resolution {
 			if !r.IsError && errorExcerpt(r.Text, false) == "" {
 				out[i].FixedBy = calls[li].Brief(120)
 			}
+		} else if out[i].Shell {
+			out[i].Instead = anotherScript(calls, keys, ci)
 		}
 	}
 	return out
+}
+
+// scriptExts are the files a program runs as a script.
+var scriptExts = []string{".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".rb", ".pl", ".php"}
+
+// anotherScript finds, for the failed call ci that ran a script, the
+// last later call that ran another script with the same program and
+// succeeded: a reproduction or a fix script the agent replaced.
+func anotherScript(calls []Call, keys []string, ci int) string {
+	script := func(key string) (program string, ok bool) {
+		w := strings.Fields(key)
+		if len(w) < 2 {
+			return "", false
+		}
+		for _, ext := range scriptExts {
+			if strings.HasSuffix(w[len(w)-1], ext) {
+				return w[0], true
+			}
+		}
+		return "", false
+	}
+	program, ok := script(keys[ci])
+	if !ok {
+		return ""
+	}
+	for j := len(calls) - 1; j > ci; j-- {
+		r := calls[j].Result
+		if r == nil || keys[j] == keys[ci] {
+			continue
+		}
+		if p, ok := script(keys[j]); ok && p == program {
+			if !r.IsError && errorExcerpt(r.Text, false) == "" {
+				return calls[j].Brief(120)
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // mainCommand is the first simple command of a command line that does
