@@ -28,8 +28,8 @@ type FileChange struct {
 	// call's own instruction or description, else what the message that
 	// made it announced (see Said).
 	Said string
-	// at is the index of the message that made the latest change.
-	at int
+	// by is the call that made the latest change.
+	by *Call
 }
 
 // Changes lists per modified file what the calls did to it, in the order
@@ -47,10 +47,7 @@ func Changes(calls []Call) []FileChange {
 			byPath[p] = c
 			out = append(out, c)
 		}
-		c.at, c.Said = cur.Index, cur.Str("instruction")
-		if c.Said == "" && !cur.IsShell() {
-			c.Said = cur.Str("description")
-		}
+		c.by = cur
 		return c
 	}
 	openFile := ""
@@ -347,19 +344,27 @@ func (fc FileChange) Brief() string { return fc.line(3, false) }
 // rather than an edit call.
 func (fc FileChange) ByShell() bool { return strings.HasPrefix(fc.Last, "changed by ") }
 
-// Said fills in, for each change whose call said nothing of it, the last
-// sentence of the message that made it announcing what it does ("I'll
-// add a type declaration for the module, since it ships none.", or a
-// bold heading such as "**Issue 6: key zeroed in ShareDialog**"), so a
-// file's line says what its change is for, not only what it touched.
+// Said fills in what the agent said each change does: the edit call's
+// instruction or description, else the last sentence of the message that
+// made it announcing what it does ("I'll add a type declaration for the
+// module, since it ships none.", or a bold heading such as "**Issue 6:
+// key zeroed in ShareDialog**"), so a file's line says what its change is
+// for, not only what it touched.
 func Said(changes []FileChange, msgs []abi.Message) {
+	var scratch lowerer
 	for i := range changes {
 		c := &changes[i]
-		if c.Said != "" || c.at < 0 || c.at >= len(msgs) || msgs[c.at].Role != abi.RoleAssistant {
+		if c.by == nil {
 			continue
 		}
-		var scratch lowerer
-		for _, s := range sentences(msgs[c.at].Text()) {
+		if c.Said = c.by.Str("instruction"); c.Said == "" && !c.by.IsShell() {
+			c.Said = c.by.Str("description")
+		}
+		at := c.by.Index
+		if c.Said != "" || at < 0 || at >= len(msgs) || msgs[at].Role != abi.RoleAssistant {
+			continue
+		}
+		for _, s := range sentences(msgs[at].Text()) {
 			if len(s) < 16 || strings.HasSuffix(s, "?") {
 				continue
 			}
