@@ -51,7 +51,7 @@ func offlineDoc(f *digest.Facts, focus string, target int) *digest.Doc {
 		next.Items = append(next.Items, digest.Item{Text: "It said it would next: “" + digest.Plain(f.Intention.Text) + "”", Keep: digest.Never})
 	}
 	for _, r := range f.Resolved {
-		if r.FixedBy == "" && r.Shell && (!f.HasRequest || r.Index > f.Latest.Index) {
+		if r.FixedBy == "" && r.Instead == "" && r.Shell && (!f.HasRequest || r.Index > f.Latest.Index) {
 			next.Items = append(next.Items, digest.Item{Text: digest.Code(r.Call) + " still fails with " + digest.Code(firstLine(r.Text)) + ".", Keep: keepStated + 1})
 		}
 	}
@@ -146,6 +146,8 @@ func offlineDoc(f *digest.Facts, focus string, target int) *digest.Doc {
 		switch {
 		case r.FixedBy != "":
 			text += "; fixed: " + digest.Code(r.FixedBy) + " passed later."
+		case r.Instead != "":
+			text += "; went another way: " + digest.Code(r.Instead) + " ran after it."
 		case r.Shell && (!f.HasRequest || r.Index > f.Latest.Index):
 			continue // under the next step
 		default:

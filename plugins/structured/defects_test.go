@@ -356,3 +356,55 @@ func TestLongRequestLeavesRoomAtSmallTarget(t *testing.T) {
 	assert.Contains(t, s, "step 001:", "the request's head is kept")
 	assert.LessOrEqual(t, digest.EstimateTokens(s), target*9/5)
 }
+
+// Short of room, a changed file keeps its path and gives up the detail of
+// its change, a script the shell wrote before a file edited twice, and a
+// long request is cut to its head and tail before the decisions go.
+func TestShortOfRoomDetailGoesBeforeItems(t *testing.T) {
+	msgs := []abi.Message{user(longRequest(80))}
+	for i := 0; i < 12; i++ {
+		id := fmt.Sprintf("s%d", i)
+		msgs = append(msgs,
+			assistant("Writing a script.", call(id, "bash", args{"command": fmt.Sprintf("cat > try_%d.py << 'EOF'\nimport handler\nprint(handler.run(%d))\nEOF", i, i)})),
+			result(id, "", false))
+	}
+	for i, nw := range []string{"func Run() { check() }", "func Run() { check(); log() }"} {
+		id := fmt.Sprintf("e%d", i)
+		msgs = append(msgs,
+			assistant("Editing the handler.", call(id, "Edit", args{"file_path": "handler.go", "old_string": "func Run() {}", "new_string": nw})),
+			result(id, "ok", false))
+	}
+	msgs = append(msgs, assistant("We decided to keep the old handler signature because callers depend on it."))
+	s := offline(t, msgs, 400)
+	files := section(t, s, structured.FilesArtifacts)
+	for i := 0; i < 12; i++ {
+		assert.Contains(t, files, fmt.Sprintf("`try_%d.py`", i))
+	}
+	assert.Contains(t, files, "- `try_0.py`\n", "a script's detail is the first to go, the oldest first")
+	assert.Contains(t, files, "`handler.go`: 2 edits; changed `Run`; last:")
+	assert.Contains(t, section(t, s, structured.KeyDecisions), "keep the old handler signature")
+	task := section(t, s, structured.ActiveTask)
+	assert.Contains(t, task, "step 001")
+	assert.Contains(t, task, "left out here")
+}
+
+// A failed script the agent replaced with another that ran is not the
+// next step: it went another way. A failed script with no later run of
+// the program stays open.
+func TestReplacedScriptIsNotOpen(t *testing.T) {
+	msgs := []abi.Message{
+		user("fix the migration order"),
+		assistant("", call("1", "bash", args{"command": "cd /testbed && python test_fix.py"})),
+		result("1", "Traceback (most recent call last):\nKeyError: 'indexes'\n", true),
+		assistant("", call("2", "bash", args{"command": "cd /testbed && python test_fix2.py"})),
+		result("2", "Order: AlterOrderWithRespectTo, AddIndex\n", false),
+		assistant("", call("3", "bash", args{"command": "cd /testbed && node check.js"})),
+		result("3", "Error: cannot find module 'x'\n", true),
+		assistant("Looking at the output."),
+	}
+	s := offline(t, msgs, 4000)
+	next := section(t, s, structured.NextStep)
+	assert.NotContains(t, next, "test_fix.py")
+	assert.Contains(t, next, "check.js")
+	assert.Contains(t, section(t, s, structured.PendingItems), "went another way: `bash cd /testbed && python test_fix2.py` ran after it")
+}

@@ -19,7 +19,12 @@ const (
 	keepRead         = 3
 	keepPrevious     = 4
 	keepStated       = 5
-	keepNext         = 7
+	// keepRequest is where a long request in progress gives way to its
+	// head and tail within two fifths of the target: first of all, so a
+	// pasted plan never crowds out the rest; Fit quotes it whole again
+	// when the room allows.
+	keepRequest = 0
+	keepNext    = 7
 )
 
 // OfflineNote opens every summary built without a model.
@@ -102,9 +107,11 @@ func activeTask(f *digest.Facts, prev map[string][]string, focus string, target 
 		if f.Kind == abi.FoldTurnPrefix {
 			lead = "The user's request for the turn in progress, verbatim:"
 		}
-		p.Items = append(p.Items,
-			digest.Item{Text: lead, Keep: digest.Never},
-			digest.Item{Text: digest.QuoteRequest(f.Latest.Text, digest.RequestCap(target)), Keep: digest.Never})
+		quote := digest.Item{Text: digest.QuoteRequest(f.Latest.Text, digest.RequestCap(target)), Keep: digest.Never}
+		if short := digest.QuoteRequest(f.Latest.Text, digest.ShortRequestCap(target)); len(short) < len(quote.Text) {
+			quote.Short, quote.Trim = short, keepRequest
+		}
+		p.Items = append(p.Items, digest.Item{Text: lead, Keep: digest.Never}, quote)
 		if old := prev[ActiveTask]; len(old) > 0 {
 			latest := digest.OneLine(f.Latest.Text)
 			for _, l := range old {
@@ -160,7 +167,7 @@ func nextStep(f *digest.Facts, prev map[string][]string) digest.Part {
 	// work still to do; other failures are listed under pending items.
 	var open []digest.Resolution
 	for _, r := range f.Resolved {
-		if r.FixedBy == "" && r.Shell && (!f.HasRequest || r.Index > f.Latest.Index) {
+		if r.FixedBy == "" && r.Instead == "" && r.Shell && (!f.HasRequest || r.Index > f.Latest.Index) {
 			open = append(open, r)
 		}
 	}
@@ -287,13 +294,19 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 		}
 	}
 	for _, m := range modified {
-		text := "- " + digest.Code(m)
+		it := digest.Item{Text: "- " + digest.Code(m), Keep: digest.Never, Header: "Modified:"}
 		if c, ok := changeOf(f.Changes, m); ok {
-			text = "- " + c.Line()
+			it.Text = "- " + c.Line()
+			if short := "- " + c.Brief(); short != it.Text {
+				it.Short, it.Trim = short, detailKeep(c)
+			}
 		} else if l, ok := earlier[m]; ok {
-			text = l
+			it.Text = l
+			if short := "- " + digest.Code(m); short != l {
+				it.Short, it.Trim = short, keepRead
+			}
 		}
-		p.Items = append(p.Items, digest.Item{Text: text, Keep: digest.Never, Header: "Modified:"})
+		p.Items = append(p.Items, it)
 	}
 	for _, r := range read {
 		if contains(modified, r) {
@@ -310,6 +323,20 @@ func files(f *digest.Facts, prev map[string][]string) digest.Part {
 	}
 	p.Items = append(p.Items, previousItems(rest, append(modified, read...))...)
 	return p
+}
+
+// detailKeep is how long a changed file keeps the detail of its change
+// when room runs short (its path is never dropped): a file the shell
+// wrote (a script made along the way) gives it up first, one edited
+// more than once last.
+func detailKeep(c digest.FileChange) int {
+	switch {
+	case c.ByShell() && c.Edits <= 1:
+		return keepNarrative
+	case c.Edits > 1:
+		return keepStated
+	}
+	return keepRead
 }
 
 // changeOf finds the change record of path, which the host may name
@@ -382,7 +409,7 @@ func pending(f *digest.Facts, prev map[string][]string) digest.Part {
 	var fixed, other []digest.Resolution
 	for _, r := range f.Resolved {
 		switch {
-		case r.FixedBy != "":
+		case r.FixedBy != "" || r.Instead != "":
 			fixed = append(fixed, r)
 		case !r.Shell || f.HasRequest && r.Index < f.Latest.Index:
 			other = append(other, r)
@@ -394,6 +421,9 @@ func pending(f *digest.Facts, prev map[string][]string) digest.Part {
 	}
 	for _, r := range digest.Last(fixed, 5) {
 		text := "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text)) + "; fixed: " + digest.Code(r.FixedBy) + " passed later"
+		if r.FixedBy == "" {
+			text = "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text)) + "; went another way: " + digest.Code(r.Instead) + " ran after it"
+		}
 		p.Items = append(p.Items, digest.Item{Text: text, Keep: keepRead, Header: "Errors met since fixed:"})
 	}
 	p.Items = append(p.Items, previousItems(prev[PendingItems], nil)...)
@@ -421,16 +451,26 @@ func narrative(f *digest.Facts, prev map[string][]string) digest.Part {
 			keep = keepFocused
 		}
 		// The last turns keep more of the assistant's closing report: it
-		// is the agent's own account of what it did (commits, results).
+		// is the agent's own account of what it did (commits, results),
+		// and the last one ranks with the findings.
 		width := 200
-		if i >= len(f.Turns)-3 {
+		switch {
+		case i == len(f.Turns)-1:
+			width, keep = 1200, keepStated-1
+		case i >= len(f.Turns)-3:
 			width, keep = 800, keep+1
 		}
-		line := t.Line(width)
-		if f.HasRequest && t.Start == f.Latest.Index {
-			line = t.LineAs("User: the request in progress, quoted above.", 200)
+		line := func(width int) string {
+			if f.HasRequest && t.Start == f.Latest.Index {
+				return t.LineAs("User: the request in progress, quoted above.", width)
+			}
+			return t.Line(width)
 		}
-		p.Items = append(p.Items, digest.Item{Text: strconv.Itoa(i+1) + ". " + line, Keep: keep, Header: header})
+		it := digest.Item{Text: strconv.Itoa(i+1) + ". " + line(width), Keep: keep, Header: header}
+		if short := strconv.Itoa(i+1) + ". " + line(200); width > 200 && short != it.Text {
+			it.Short, it.Trim = short, keepNarrative+1
+		}
+		p.Items = append(p.Items, it)
 	}
 	return findings(f, p)
 }
@@ -448,6 +488,9 @@ func findings(f *digest.Facts, p digest.Part) digest.Part {
 			lines[j] = digest.Code(l)
 		}
 		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Code(o.Call) + " → " + strings.Join(lines, "; "), Keep: keep, Header: "Commands returned (their last run):"})
+	}
+	for _, r := range f.Refs {
+		p.Items = append(p.Items, digest.Item{Text: "- " + r.String(), Keep: keepStated, Header: "Named in the commands:"})
 	}
 	for _, s := range digest.Last(f.Findings, 40) {
 		keep := stated(s.Text, f.Focus) - 1

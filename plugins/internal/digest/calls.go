@@ -68,6 +68,9 @@ func Calls(msgs []abi.Message) []Call {
 			calls = append(calls, c)
 			continue
 		}
+		if m.Role == abi.RoleAssistant {
+			calls = textEdits(calls, m, i)
+		}
 		for _, b := range m.Content {
 			switch b.Type {
 			case abi.BlockToolUse:
@@ -163,8 +166,38 @@ func decodeInput(c *Call, raw json.RawMessage) {
 		c.RawInput = unquoteJSON(s[i:stringEnd(s, i)])
 	case '{':
 		c.Input = objectMembers(s, i)
+		aliasKeys(c.Input)
 	}
 	c.Command = commandOf(c.Input)
+}
+
+// inputAliases are other agents' names for the input members the digest
+// reads (opencode's camelCase ones).
+var inputAliases = [][2]string{
+	{"filePath", "file_path"}, {"oldString", "old_string"}, {"newString", "new_string"},
+}
+
+// aliasKeys gives in the member names the digest reads where the agent
+// spelled them otherwise: camelCase members, and the file of a Cline-
+// family call whose arguments are XML in one string
+// ("<file><path>src/a.ts</path>…").
+func aliasKeys(in map[string]any) {
+	for _, a := range inputAliases {
+		if v, ok := in[a[0]]; ok {
+			if _, taken := in[a[1]]; !taken {
+				in[a[1]] = v
+			}
+		}
+	}
+	if args, ok := in["args"].(string); ok {
+		if _, taken := in["path"]; !taken {
+			if _, rest, ok := strings.Cut(args, "<path>"); ok {
+				if p, _, ok := strings.Cut(rest, "</path>"); ok && strings.TrimSpace(p) != "" {
+					in["path"] = strings.TrimSpace(p)
+				}
+			}
+		}
+	}
 }
 
 // objectMembers reads the members of the valid JSON object at s[i]. A

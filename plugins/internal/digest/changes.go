@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/internal/heredoc"
 )
 
@@ -23,6 +24,12 @@ type FileChange struct {
 	// Last is the latest change in brief: its first changed line before
 	// and after, or how the file was written.
 	Last string
+	// Said is what the agent said the latest change does: the edit
+	// call's own instruction or description, else what the message that
+	// made it announced (see Said).
+	Said string
+	// by is the call that made the latest change.
+	by *Call
 }
 
 // Changes lists per modified file what the calls did to it, in the order
@@ -31,18 +38,22 @@ func Changes(calls []Call) []FileChange {
 	var out []*FileChange
 	byPath := map[string]*FileChange{}
 	seen := map[string]bool{} // read or changed before
+	var cur *Call
 	get := func(p string) *FileChange {
 		p = cleanPath(p)
-		if c := byPath[p]; c != nil {
-			return c
+		c := byPath[p]
+		if c == nil {
+			c = &FileChange{Path: p}
+			byPath[p] = c
+			out = append(out, c)
 		}
-		c := &FileChange{Path: p}
-		byPath[p] = c
-		out = append(out, c)
+		c.by = cur
 		return c
 	}
 	openFile := ""
-	for _, c := range calls {
+	for i := range calls {
+		c := calls[i]
+		cur = &calls[i]
 		if c.Result != nil && c.Result.IsError {
 			continue // a failed edit changed nothing
 		}
@@ -323,7 +334,48 @@ func identifiers(s string) []string {
 }
 
 // Line describes the change on one line.
-func (fc FileChange) Line() string {
+func (fc FileChange) Line() string { return fc.line(8, true) }
+
+// Brief is Line without the latest change and with at most three names
+// per kind: what a summary short of room keeps of a changed file.
+func (fc FileChange) Brief() string { return fc.line(3, false) }
+
+// ByShell reports whether the latest change was made by a shell command
+// rather than an edit call.
+func (fc FileChange) ByShell() bool { return strings.HasPrefix(fc.Last, "changed by ") }
+
+// Said fills in what the agent said each change does: the edit call's
+// instruction or description, else the last sentence of the message that
+// made it announcing what it does ("I'll add a type declaration for the
+// module, since it ships none.", or a bold heading such as "**Issue 6:
+// key zeroed in ShareDialog**"), so a file's line says what its change is
+// for, not only what it touched.
+func Said(changes []FileChange, msgs []abi.Message) {
+	var scratch lowerer
+	for i := range changes {
+		c := &changes[i]
+		if c.by == nil {
+			continue
+		}
+		if c.Said = c.by.Str("instruction"); c.Said == "" && !c.by.IsShell() {
+			c.Said = c.by.Str("description")
+		}
+		at := c.by.Index
+		if c.Said != "" || at < 0 || at >= len(msgs) || msgs[at].Role != abi.RoleAssistant {
+			continue
+		}
+		for _, s := range sentences(msgs[at].Text()) {
+			if len(s) < 16 || strings.HasSuffix(s, "?") {
+				continue
+			}
+			if hasMarker(scratch.lower(s), intentMarkers) || strings.HasPrefix(s, "**") && strings.HasSuffix(s, "**") {
+				c.Said = s // the last announcement before the call
+			}
+		}
+	}
+}
+
+func (fc FileChange) line(names int, last bool) string {
 	var parts []string
 	switch {
 	case fc.Deleted:
@@ -338,11 +390,14 @@ func (fc FileChange) Line() string {
 		names []string
 	}{{"added", fc.Added}, {"changed", fc.Changed}, {"removed", fc.Removed}, {"touches", fc.Touched}} {
 		if len(g.names) > 0 {
-			parts = append(parts, g.label+" "+codeList(g.names, 8))
+			parts = append(parts, g.label+" "+codeList(g.names, names))
 		}
 	}
-	if fc.Last != "" && !fc.Deleted {
+	if last && fc.Last != "" && !fc.Deleted {
 		parts = append(parts, "last: "+fc.Last)
+	}
+	if last && fc.Said != "" {
+		parts = append(parts, "as the agent put it: “"+Plain(ClipHead(OneLine(fc.Said), 200))+"”")
 	}
 	line := Code(fc.Path)
 	if len(parts) > 0 {

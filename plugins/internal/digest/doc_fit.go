@@ -19,7 +19,21 @@ type Item struct {
 	Keep int
 	// Header, when set, is written once above a run of items that share it.
 	Header string
+	// Short, when set, is a shorter form of the item (a file's path
+	// without the detail of its change, the head of a long request):
+	// Fit writes it in place of Text once items of priority Trim are
+	// given up, before it drops the item itself at Keep.
+	Short string
+	Trim  int
 }
+
+// Item states while fitting: written whole, written in its short form,
+// or left out.
+const (
+	whole uint8 = iota
+	short
+	left
+)
 
 // Part is a section of a summary built from items.
 type Part struct {
@@ -54,10 +68,10 @@ func (d *Doc) Render() string {
 	return b.String()
 }
 
-// size is the length of Render's result with the items marked in dropped
-// left out (each part's omission note counting them), computed without
-// building the text.
-func (d *Doc) size(dropped [][]bool) int {
+// size is the length of Render's result with the items in the states
+// given (left out ones counted by each part's omission note), computed
+// without building the text.
+func (d *Doc) size(dropped [][]uint8) int {
 	var c byteCounter
 	d.write(&c, dropped)
 	if d.Prose {
@@ -80,22 +94,22 @@ func (c *byteCounter) WriteString(s string) (int, error) {
 	return len(s), nil
 }
 
-// write writes the document to w, leaving out the items marked in
-// dropped (nil: none).
-func (d *Doc) write(w io.StringWriter, dropped [][]bool) {
+// write writes the document to w with the items in the states given
+// (nil: all whole).
+func (d *Doc) write(w io.StringWriter, dropped [][]uint8) {
 	if d.Preamble != "" {
 		w.WriteString(d.Preamble)
 		w.WriteString("\n\n")
 	}
 	for i := range d.Parts {
 		p := &d.Parts[i]
-		var mask []bool
+		var mask []uint8
 		if dropped != nil {
 			mask = dropped[i]
 		}
 		n := p.dropped
 		for _, x := range mask {
-			if x {
+			if x == left {
 				n++
 			}
 		}
@@ -119,11 +133,11 @@ func (d *Doc) write(w io.StringWriter, dropped [][]bool) {
 				sep = " "
 			}
 			for j, it := range p.Items {
-				if mask != nil && mask[j] {
+				if mask != nil && mask[j] == left {
 					continue
 				}
 				w.WriteString(sep)
-				w.WriteString(it.Text)
+				w.WriteString(it.text(mask, j))
 				sep = " "
 			}
 			w.WriteString("\n\n")
@@ -141,7 +155,7 @@ func (d *Doc) write(w io.StringWriter, dropped [][]bool) {
 		}
 		header := ""
 		for j, it := range p.Items {
-			if mask != nil && mask[j] {
+			if mask != nil && mask[j] == left {
 				continue
 			}
 			if it.Header != header {
@@ -150,7 +164,7 @@ func (d *Doc) write(w io.StringWriter, dropped [][]bool) {
 					w.WriteString(header + "\n")
 				}
 			}
-			w.WriteString(it.Text)
+			w.WriteString(it.text(mask, j))
 			w.WriteString("\n")
 		}
 	}
@@ -163,60 +177,76 @@ func (d *Doc) write(w io.StringWriter, dropped [][]bool) {
 	}
 }
 
-// Fit drops items until the rendered document is at most maxTokens by
-// EstimateTokens or only items kept at Never remain. maxTokens <= 0 means no
-// limit. It sizes the document from its items, without rendering it: the
-// items are ranked once (lowest Keep first, oldest first among equals)
-// and the number to drop is found by bisection over that order, each
-// step a linear count of bytes.
+// text is what the item writes in state mask[j] (mask nil: whole).
+func (it *Item) text(mask []uint8, j int) string {
+	if mask != nil && mask[j] == short && it.Short != "" {
+		return it.Short
+	}
+	return it.Text
+}
+
+// Fit shortens and drops items until the rendered document is at most
+// maxTokens by EstimateTokens or only items kept at Never, in their short
+// form where they have one, remain. maxTokens <= 0 means no limit. It
+// sizes the document from its items, without rendering it: the steps (an
+// item's shortening at its Trim, its dropping at its Keep) are ranked
+// once (lowest priority first, oldest first among equals) and the number
+// of steps to take is found by bisection over that order, each step a
+// linear count of bytes.
 func (d *Doc) Fit(maxTokens int) {
 	if maxTokens <= 0 || d.size(nil) <= maxTokens*4 {
 		return
 	}
-	type ref struct{ part, item, keep int }
-	var order []ref
+	var order []step
 	for p := range d.Parts {
 		for i, it := range d.Parts[p].Items {
+			if it.Short != "" {
+				order = append(order, step{p, i, min(it.Trim, it.Keep), short})
+			}
 			if it.Keep < Never {
-				order = append(order, ref{p, i, it.Keep})
+				order = append(order, step{p, i, it.Keep, left})
 			}
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return order[i].keep < order[j].keep })
-	dropped := make([][]bool, len(d.Parts))
+	state := make([][]uint8, len(d.Parts))
 	for p := range d.Parts {
-		dropped[p] = make([]bool, len(d.Parts[p].Items))
+		state[p] = make([]uint8, len(d.Parts[p].Items))
 	}
 	mark := func(k int) {
-		for p := range dropped {
-			clear(dropped[p])
+		for p := range state {
+			clear(state[p])
 		}
 		for _, r := range order[:k] {
-			dropped[r.part][r.item] = true
+			state[r.part][r.item] = max(state[r.part][r.item], r.to)
 		}
 	}
-	// The byte estimate is monotone in the items dropped, apart from each
+	// The byte estimate is monotone in the steps taken, apart from each
 	// part's omission note, which the search tolerates: it finds the
-	// fewest drops that fit as the estimate counts.
+	// fewest steps that fit as the estimate counts.
 	limit := maxTokens * 4
 	lo, hi := 0, len(order)
 	for lo < hi {
 		mid := (lo + hi) / 2
 		mark(mid)
-		if d.size(dropped) <= limit {
+		if d.size(state) <= limit {
 			hi = mid
 		} else {
 			lo = mid + 1
 		}
 	}
 	mark(lo)
+	refill(d, state, order[:lo], limit)
 	for p := range d.Parts {
 		part := &d.Parts[p]
 		kept := part.Items[:0]
 		for i, it := range part.Items {
-			if dropped[p][i] {
+			switch state[p][i] {
+			case left:
 				part.dropped++
 				continue
+			case short:
+				it.Text, it.Short = it.Short, ""
 			}
 			kept = append(kept, it)
 		}
@@ -224,9 +254,66 @@ func (d *Doc) Fit(maxTokens int) {
 	}
 }
 
+// step is one move of Fit: item item of part part shortened or left out
+// (to) once items of priority keep give way.
+type step struct {
+	part, item, keep int
+	to               uint8
+}
+
+// refill takes back the steps taken that are no longer needed, the last
+// taken first: a long item shortened late in the order (a request cut to
+// its head and tail) can free more room than the drops before it, and
+// what fits again beside it is kept. Each take-back is judged by the
+// bytes it adds, counted high (its line and its header), and the result
+// is measured once at the end; over the limit, the steps stand.
+func refill(d *Doc, state [][]uint8, taken []step, limit int) {
+	size := d.size(state)
+	if size >= limit {
+		return
+	}
+	var undone []step
+	for k := len(taken) - 1; k >= 0; k-- {
+		r := taken[k]
+		if state[r.part][r.item] != r.to {
+			continue // a later step of the item still stands
+		}
+		it := &d.Parts[r.part].Items[r.item]
+		back := whole
+		if r.to == left {
+			for _, q := range taken[:k] {
+				if q.part == r.part && q.item == r.item && q.to == short {
+					back = short
+				}
+			}
+		}
+		var add int
+		if r.to == left {
+			text := it.Text
+			if back == short && it.Short != "" {
+				text = it.Short
+			}
+			add = len(text) + 1 + len(it.Header) + 1
+		} else {
+			add = len(it.Text) - len(it.Short)
+		}
+		if size+add > limit {
+			continue
+		}
+		size += add
+		state[r.part][r.item] = back
+		undone = append(undone, r)
+	}
+	if len(undone) > 0 && d.size(state) > limit {
+		for _, r := range undone {
+			state[r.part][r.item] = max(state[r.part][r.item], r.to)
+		}
+	}
+}
+
 // Room is the size to fit d to for a target of target tokens: the target,
 // unless the items never dropped (the request in progress, the modified
-// files) take more than three fifths of it on their own; then those items
+// files), take more than three fifths of it on their own; then those items
 // and two fifths of the target, so the summary keeps its most important
 // other items beside them rather than none, and at most 1.8 times the
 // target, under the host's limit of twice it.
@@ -234,14 +321,16 @@ func (d *Doc) Room(target int) int {
 	if target <= 0 {
 		return target
 	}
-	dropped := make([][]bool, len(d.Parts))
+	state := make([][]uint8, len(d.Parts))
 	for p := range d.Parts {
-		dropped[p] = make([]bool, len(d.Parts[p].Items))
+		state[p] = make([]uint8, len(d.Parts[p].Items))
 		for i, it := range d.Parts[p].Items {
-			dropped[p][i] = it.Keep < Never
+			if it.Keep < Never {
+				state[p][i] = left
+			}
 		}
 	}
-	fixed := (d.size(dropped) + 3) / 4
+	fixed := (d.size(state) + 3) / 4
 	if fixed <= target*3/5 {
 		return target
 	}

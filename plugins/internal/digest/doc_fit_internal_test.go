@@ -30,6 +30,9 @@ func randomDoc(r *rand.Rand, prose bool) *Doc {
 			if r.Intn(2) == 0 {
 				it.Header = fmt.Sprintf("H%d:", r.Intn(2))
 			}
+			if r.Intn(3) == 0 {
+				it.Short, it.Trim = strings.Repeat("s", 1+r.Intn(10)), r.Intn(4)
+			}
 			part.Items = append(part.Items, it)
 		}
 		d.Parts = append(d.Parts, part)
@@ -41,22 +44,29 @@ func TestSizeIsRenderedLength(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for n := 0; n < 500; n++ {
 		d := randomDoc(r, n%2 == 0)
-		mask := make([][]bool, len(d.Parts))
+		mask := make([][]uint8, len(d.Parts))
 		for p := range d.Parts {
-			mask[p] = make([]bool, len(d.Parts[p].Items))
+			mask[p] = make([]uint8, len(d.Parts[p].Items))
 			for i := range mask[p] {
-				mask[p][i] = r.Intn(3) == 0
+				mask[p][i] = uint8(r.Intn(3))
 			}
 		}
 		want := d.size(mask)
-		// Drop the marked items for real, as Fit does, and render.
+		// Shorten and drop the marked items for real, as Fit does, and
+		// render.
 		for p := range d.Parts {
 			part := &d.Parts[p]
 			kept := part.Items[:0]
 			for i, it := range part.Items {
-				if mask[p][i] {
+				switch mask[p][i] {
+				case left:
 					part.dropped++
-				} else {
+				case short:
+					if it.Short != "" {
+						it.Text = it.Short
+					}
+					kept = append(kept, it)
+				default:
 					kept = append(kept, it)
 				}
 			}
@@ -89,8 +99,16 @@ func TestFitMeetsTargetRenderingOnce(t *testing.T) {
 				}
 			}
 		}
-		if left > 0 {
-			assert.LessOrEqual(t, got, target, "doc %d: over target with droppable items left", n)
+		long := 0
+		for _, p := range d.Parts {
+			for _, it := range p.Items {
+				if it.Short != "" {
+					long++
+				}
+			}
+		}
+		if left > 0 || long > 0 {
+			assert.LessOrEqual(t, got, target, "doc %d: over target with droppable or shortenable items left", n)
 		}
 		kept := 0
 		for _, p := range d.Parts {
@@ -120,4 +138,41 @@ func TestRoom(t *testing.T) {
 	assert.LessOrEqual(t, got, 800+400+10)
 	assert.Equal(t, 1800, doc(8000).Room(1000))
 	assert.Equal(t, 0, doc(8000).Room(0))
+}
+
+// An item with a short form gives up its detail at its Trim priority,
+// before items of higher priority are dropped, and keeps its short form
+// when it is never dropped.
+func TestFitShortensBeforeDropping(t *testing.T) {
+	d := &Doc{Parts: []Part{{Title: "T", Omitted: "(%d left out.)", Items: []Item{
+		{Text: "- `a.go`: " + strings.Repeat("detail ", 60), Short: "- `a.go`", Trim: 1, Keep: Never},
+		{Text: "low " + strings.Repeat("l", 200), Keep: 0},
+		{Text: "high " + strings.Repeat("h", 200), Keep: 3},
+	}}}}
+	d.Fit(80)
+	out := d.Render()
+	assert.Contains(t, out, "- `a.go`\n")
+	assert.NotContains(t, out, "detail")
+	assert.Contains(t, out, "high ")
+	assert.NotContains(t, out, "low ")
+	assert.Contains(t, out, "(1 left out.)")
+}
+
+// A late, large shortening frees room that the items dropped before it
+// take back: the request cut to its head leaves room for the narrative.
+func TestFitTakesBackWhatFitsAgain(t *testing.T) {
+	d := &Doc{Parts: []Part{{Title: "T", Omitted: "(%d left out.)", Items: []Item{
+		{Text: "> " + strings.Repeat("request ", 100), Short: "> request head", Trim: 5, Keep: Never},
+		{Text: "narrative " + strings.Repeat("n", 60), Keep: 1},
+		{Text: "finding " + strings.Repeat("f", 60), Keep: 3},
+		{Text: "decision " + strings.Repeat("d", 60), Keep: 6},
+	}}}}
+	d.Fit(80)
+	out := d.Render()
+	assert.LessOrEqual(t, EstimateTokens(out), 80)
+	assert.Contains(t, out, "> request head")
+	for _, s := range []string{"narrative ", "finding ", "decision "} {
+		assert.Contains(t, out, s)
+	}
+	assert.NotContains(t, out, "left out.")
 }

@@ -44,6 +44,9 @@ type Facts struct {
 	Findings []Statement
 	// Outcomes are what the latest shell commands reported.
 	Outcomes []Outcome
+	// Refs are what the newest commands named: pull requests, issues,
+	// branches, commits.
+	Refs []Ref
 	// Previous holds the summaries to merge: the request's previous
 	// summary, then any summary messages among the folded ones.
 	Previous []string
@@ -72,6 +75,7 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Constraints = constraintsOf(f.Requests)
 	f.Turns = turnsOf(msgs, f.Requests, f.Calls, f.Errors)
 	f.Changes = Changes(f.Calls)
+	Said(f.Changes, msgs)
 	f.Plan, f.HasPlan = Plan(f.Calls)
 	f.Intention, f.HasIntention = Intention(msgs)
 	f.IntentionRan = f.HasIntention && IntentionRan(f.Calls, f.Intention)
@@ -80,6 +84,7 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Images = Images(msgs)
 	f.Findings = Findings(msgs, f.Decisions)
 	f.Outcomes = Outcomes(f.Calls)
+	f.Refs = Refs(f.Calls)
 	f.Focus = FocusTerms(req.Focus)
 	if s := strings.TrimSpace(req.PreviousSummary); s != "" {
 		f.Previous = append(f.Previous, s)

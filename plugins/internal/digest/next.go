@@ -23,7 +23,7 @@ func Plan(calls []Call) (steps []PlanStep, ok bool) {
 	last := -1
 	for i := len(calls) - 1; i >= 0; i-- {
 		switch calls[i].tool {
-		case "todowrite", "update_plan", "todo_write", "update_todos":
+		case "todowrite", "update_plan", "todo_write", "update_todos", "update_todo_list":
 			last = i
 		}
 		if last >= 0 {
@@ -67,6 +67,9 @@ func Plan(calls []Call) (steps []PlanStep, ok bool) {
 			Status string `json:"status"`
 		} `json:"plan"`
 	}
+	if list := calls[last].Str("todos"); list != "" {
+		return checklist(list)
+	}
 	if json.Unmarshal(calls[last].Raw, &in) != nil {
 		return nil, false
 	}
@@ -75,6 +78,24 @@ func Plan(calls []Call) (steps []PlanStep, ok bool) {
 	}
 	for _, p := range in.Plan {
 		steps = append(steps, PlanStep{Text: p.Step, Status: p.Status})
+	}
+	return steps, len(steps) > 0
+}
+
+// checklist reads a to-do list written as markdown check boxes, one a
+// line (Roo Code's update_todo_list): "[x]" done, "[-]" in progress,
+// "[ ]" pending.
+func checklist(list string) (steps []PlanStep, ok bool) {
+	for _, line := range strings.Split(list, "\n") {
+		t := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "-*"))
+		if len(t) < 4 || t[0] != '[' || t[2] != ']' {
+			continue
+		}
+		status := map[byte]string{'x': "completed", 'X': "completed", '-': "in_progress", '~': "in_progress", ' ': "pending"}[t[1]]
+		if status == "" {
+			continue
+		}
+		steps = append(steps, PlanStep{Text: strings.TrimSpace(t[3:]), Status: status})
 	}
 	return steps, len(steps) > 0
 }
@@ -162,6 +183,10 @@ type Resolution struct {
 	// Shell is true for the error of a shell command (a build, a test
 	// run), the kind whose failure is work still to do.
 	Shell bool
+	// Instead describes the later run of another script by the same
+	// program that succeeded where a failed script was never run again:
+	// the agent went another way; "" otherwise.
+	Instead string
 }
 
 // Resolve finds, for each error, a later successful call that repeats
@@ -196,9 +221,49 @@ func Resolve(calls []Call, errs []ErrorNote) []Resolution {
 			if !r.IsError && errorExcerpt(r.Text, false) == "" {
 				out[i].FixedBy = calls[li].Brief(120)
 			}
+		} else if out[i].Shell {
+			out[i].Instead = anotherScript(calls, keys, ci)
 		}
 	}
 	return out
+}
+
+// scriptExts are the files a program runs as a script.
+var scriptExts = []string{".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".rb", ".pl", ".php"}
+
+// anotherScript finds, for the failed call ci that ran a script, the
+// last later call that ran another script with the same program and
+// succeeded: a reproduction or a fix script the agent replaced.
+func anotherScript(calls []Call, keys []string, ci int) string {
+	script := func(key string) (program string, ok bool) {
+		w := strings.Fields(key)
+		if len(w) < 2 {
+			return "", false
+		}
+		for _, ext := range scriptExts {
+			if strings.HasSuffix(w[len(w)-1], ext) {
+				return w[0], true
+			}
+		}
+		return "", false
+	}
+	program, ok := script(keys[ci])
+	if !ok {
+		return ""
+	}
+	for j := len(calls) - 1; j > ci; j-- {
+		r := calls[j].Result
+		if r == nil || keys[j] == keys[ci] {
+			continue
+		}
+		if p, ok := script(keys[j]); ok && p == program {
+			if !r.IsError && errorExcerpt(r.Text, false) == "" {
+				return calls[j].Brief(120)
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // mainCommand is the first simple command of a command line that does

@@ -12,6 +12,8 @@ import (
 const (
 	minRequestBytes = 8_000
 	maxRequestBytes = 32_000
+
+	minShortRequestBytes = 1_200
 )
 
 // RequestCap is the size up to which the request in progress is quoted
@@ -21,6 +23,16 @@ func RequestCap(target int) int {
 		return maxRequestBytes
 	}
 	return min(max(target*4*3/5, minRequestBytes), maxRequestBytes)
+}
+
+// ShortRequestCap is the size a long request in progress is cut to when
+// the summary needs the room for everything else: two fifths of the
+// target, at least minShortRequestBytes.
+func ShortRequestCap(target int) int {
+	if target <= 0 {
+		return maxRequestBytes
+	}
+	return min(max(target*4*2/5, minShortRequestBytes), RequestCap(target))
 }
 
 // QuoteRequest quotes the request in progress, whole up to max bytes;

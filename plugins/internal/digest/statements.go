@@ -50,7 +50,7 @@ var (
 	// Sentences that record a choice and, often, its reason.
 	decisionMarkers = newMarkerSet(
 		"decided", "decision", "instead", "rather than", "chose ", "chosen", "going with", "go with", "switch to",
-		"switched to", "the fix is", "the approach", "approach is", "must be", "should be", "opt-in", "opt in",
+		"switched to", "the fix is", "the approach", "approach is", "must be", "opt-in", "opt in",
 		"we'll use", "i'll use", "we will use", "will use ", "keep the ", "keeping the ", "drop the ", "dropping the ",
 		"better to", "prefer ", "out of scope", "won't ", "not going to", "ruled out", "decided against",
 	)
@@ -110,7 +110,7 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 			if !hasMarker(lower, statementMarkers) && i != last {
 				return // the usual sentence: one scan, not one per kind
 			}
-			if hasMarker(lower, decisionMarkers) || hasMarker(lower, causeMarkers) {
+			if (hasMarker(lower, decisionMarkers) || hasMarker(lower, causeMarkers)) && !musing(lower) {
 				decisions = appendStatement(decisions, Statement{i, s, reasoning}, seenDecision)
 			}
 			// Reasoning leaves work open where it says so ("still need");
@@ -121,6 +121,18 @@ func assistantStatements(msgs []abi.Message) (decisions, open []Statement) {
 		})
 	}
 	return decisions, open
+}
+
+// musing reports whether lower, a sentence in lower case, opens as a
+// thought the agent is still turning over ("But wait, …", "Hmm, …"):
+// whatever it weighs, it has not chosen yet.
+func musing(lower string) bool {
+	for _, p := range []string{"but wait", "wait,", "wait.", "hmm", "hm,", "oh,", "oh wait", "ah,", "or maybe", "maybe "} {
+		if strings.HasPrefix(lower, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Constraints returns the sentences of the user's requests that set rules.
