@@ -606,13 +606,17 @@ func (x *exchange) engine() (*host.Engine, error) {
 // cheaper are the models summaries default to, per provider.
 var cheaper = map[string]string{KindAnthropic: "claude-haiku-4-5", KindOpenAI: "gpt-4.1-mini", KindGemini: "gemini-2.5-flash-lite"}
 
+// catalogProvider is the name the catalog files each API's models under:
+// the Gemini API's are Google's.
+var catalogProvider = map[string]string{KindAnthropic: "anthropic", KindOpenAI: "openai", KindGemini: "google"}
+
 // compactionModel is the model summaries are asked of.
 func (x *exchange) compactionModel() string {
 	if x.p.o.CompactionModel != "" {
 		return x.p.o.CompactionModel
 	}
 	m, ok := catalog.Lookup(x.model)
-	if !ok || m.Provider != x.providerKind() {
+	if !ok || m.Provider != catalogProvider[x.providerKind()] {
 		return x.model
 	}
 	if c, ok := catalog.Lookup(cheaper[x.providerKind()]); ok && c.InputPrice < m.InputPrice {

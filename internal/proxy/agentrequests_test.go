@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// With no compaction model configured, a Gemini conversation's summaries
+// go to the catalog's cheaper Gemini model, which the catalog files under
+// Google, not to the agent's own model.
+func TestGeminiSummariesGoToTheCheaperModel(t *testing.T) {
+	r, up := newGeminiRig(t, func(o *Options) { o.CompactionModel = "" })
+	const turns = 14
+	var history []string
+	for i := range turns {
+		history = append(history, geminiTurn(i)...)
+		req, err := http.NewRequest(http.MethodPost, r.srv.URL+"/v1beta/models/"+geminiAgentModel+":generateContent", bytes.NewReader(geminiBody(history)))
+		require.NoError(t, err)
+		req.Header.Set("X-Goog-Api-Key", geminiTestKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		answer, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", answer)
+		history = append(history, geminiReplyContent(t, answer))
+	}
+	// The upstream tells summary calls by its own test model; here every
+	// call is filed with the agent's, and told apart by its path.
+	calls, _ := up.records()
+	byModel := map[string]int{}
+	for _, c := range calls {
+		model, _ := geminiModelOf(c.Path)
+		byModel[model]++
+	}
+	assert.Equal(t, turns, byModel[geminiAgentModel], "the agent's own calls, and no summary, go to %s: %v", geminiAgentModel, byModel)
+	assert.Positive(t, byModel["gemini-2.5-flash-lite"], "no summary went to gemini-2.5-flash-lite: %v", byModel)
+	assert.Len(t, byModel, 2, "%v", byModel)
+	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, "compact_host_proxy_compactions_total"))
+}
