@@ -43,3 +43,33 @@ func TestGeminiSummariesGoToTheCheaperModel(t *testing.T) {
 	assert.Len(t, byModel, 2, "%v", byModel)
 	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, "compact_host_proxy_compactions_total"))
 }
+
+// An agent's own summary request never reuses an emergency compaction: a
+// turn past the window was cut by the emergency path, and the /compact
+// that follows it is folded by a summary, so the agent's summary is
+// written from the whole history, not from the few messages the
+// emergency path kept.
+func TestAgentSummaryRequestSkipsAnEmergencyCompaction(t *testing.T) {
+	r := newRig(t, func(o *Options) { o.Config = summaryWindow })
+	turn := anthropicBody(t, 40, false)
+	post(t, r.srv.URL+"/v1/messages", turn, nil)
+	require.Equal(t, 1.0, metricValue(t, r.srv.URL, `compact_host_proxy_compactions_total{strategy="emergency"`),
+		"the turn past the window was cut by the emergency path")
+	require.Empty(t, r.up.summaryRequests())
+
+	compact := withLastUser(t, turn, claudeCodeCompactPrompt(t))
+	resp, data := post(t, r.srv.URL+"/v1/messages", compact, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", data)
+	got := r.up.agentRequests()
+	require.Len(t, got, 2)
+	repl := checkFaithful(t, compact, got[1].Body)
+	require.NotNil(t, repl, "the summary request past the window was folded")
+	first, _ := userText(repl[0])
+	assert.Contains(t, first, "[Context compacted: the summary below", "folded by a summary")
+	assert.NotContains(t, first, "emergency")
+	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, `compact_host_proxy_compactions_total{strategy="structured"`))
+	assert.NotEmpty(t, r.up.summaryRequests(), "the strategy asked the model")
+	msgs := rawMessages(t, got[1].Body)
+	last, _ := userText(msgs[len(msgs)-1])
+	assert.Equal(t, claudeCodeCompactPrompt(t), last, "the agent's instruction is kept")
+}
