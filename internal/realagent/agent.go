@@ -47,6 +47,11 @@ type Options struct {
 	// are made; it must exist and is left in place (a test passes
 	// t.TempDir()).
 	Dir string
+	// BaseURL is where the agent sends its model calls, such as a
+	// compact-host proxy in front of an upstream of the test's own; ""
+	// means the fake upstream. Any other host still reaches only the
+	// fake upstream, which records and refuses it.
+	BaseURL string
 }
 
 // DefaultTimeout bounds a run when Options.Timeout is 0: one turn against
@@ -123,11 +128,15 @@ func Resume(ctx context.Context, agent Agent, opts Options) (*Run, error) {
 		}
 	}
 	run := &Run{Home: home}
+	base := opts.BaseURL
+	if base == "" {
+		base = up.URL()
+	}
 	switch agent {
 	case ClaudeCode:
-		err = prepareClaudeCode(run, data, up.URL(), work, opts)
+		err = prepareClaudeCode(run, data, base, work, opts)
 	case Codex:
-		err = prepareCodex(run, data, up.URL(), opts)
+		err = prepareCodex(run, data, base, opts)
 	default:
 		err = fmt.Errorf("realagent: unknown agent %q (want %q or %q)", agent, ClaudeCode, Codex)
 	}
