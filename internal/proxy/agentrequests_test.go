@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"testing"
@@ -72,4 +73,47 @@ func TestAgentSummaryRequestSkipsAnEmergencyCompaction(t *testing.T) {
 	msgs := rawMessages(t, got[1].Body)
 	last, _ := userText(msgs[len(msgs)-1])
 	assert.Equal(t, claudeCodeCompactPrompt(t), last, "the agent's instruction is kept")
+}
+
+// Claude Code with its default model ends its /compact request with a
+// system message (the date) after the instruction, and has system
+// messages inside "messages": the request is still the agent's own
+// summary request, and goes whole.
+func TestAgentSummaryRequestBeforeSystemMessages(t *testing.T) {
+	r := newRig(t, func(o *Options) { o.Config = summaryWindow })
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(withLastUser(t, anthropicBody(t, 24, false), claudeCodeCompactPrompt(t)), &req))
+	msgs := req["messages"].([]any)
+	msgs = append([]any{msgs[0], map[string]any{"role": "system", "content": []any{}}}, msgs[1:]...)
+	req["messages"] = append(msgs, map[string]any{"role": "system", "content": "Today's date is 2026-11-28."})
+	req["model"] = "claude-opus-5-5"
+	compact, err := json.Marshal(req)
+	require.NoError(t, err)
+	resp, data := post(t, r.srv.URL+"/v1/messages", compact, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", data)
+	got := r.up.agentRequests()
+	require.Len(t, got, 1)
+	assert.Equal(t, string(compact), string(got[0].Body), "the agent's summary request went as sent")
+	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, `compact_host_proxy_requests_total{action="agent_summary",kind="anthropic"`))
+
+	// An ordinary turn of such a conversation is compacted, its system
+	// messages kept where they were.
+	turn := []any{}
+	require.NoError(t, json.Unmarshal(compact, &req))
+	for _, m := range req["messages"].([]any)[:len(req["messages"].([]any))-3] {
+		turn = append(turn, m)
+	}
+	req["messages"] = append(turn, map[string]any{"role": "system", "content": "Today's date is 2026-11-28."})
+	body, err := json.Marshal(req)
+	require.NoError(t, err)
+	post(t, r.srv.URL+"/v1/messages", body, nil)
+	got = r.up.agentRequests()
+	require.Len(t, got, 2)
+	repl := checkFaithful(t, body, got[1].Body)
+	require.NotNil(t, repl, "the turn was compacted, not refused as another API's request")
+	assert.Equal(t, `{"content":[],"role":"system"}`, string(repl[0]), "the folded system message is kept, before the summary")
+	first, _ := userText(repl[1])
+	assert.Contains(t, first, "[Context compacted: the summary below")
+	sent := rawMessages(t, got[1].Body)
+	assert.Equal(t, `{"content":"Today's date is 2026-11-28.","role":"system"}`, string(sent[len(sent)-1]))
 }

@@ -51,20 +51,26 @@ func compactSummaryLine(t *testing.T, path string) string {
 // its own summary, never by the emergency path. Either way the summary
 // the upstream wrote is what the agent keeps as its isCompactSummary line.
 func TestClaudeCodeCompactThroughProxy(t *testing.T) {
+	// "--model default" asks for Claude Code's default model, as no
+	// --model does: its requests put system messages inside "messages",
+	// one of them after the summary instruction.
 	for _, tc := range []struct {
 		name   string
 		window int
 		folded bool
+		model  string
 	}{
-		{"fits", 1_000_000, false},
-		{"overflows", 48_000, true},
+		{"fits", 1_000_000, false, ""},
+		{"overflows", 48_000, true, ""},
+		{"default model fits", 1_000_000, false, "default"},
+		{"default model overflows", 48_000, true, "default"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := agentBin(t, ClaudeCode)
 			src := corpusPath(t, "claude-code-go-cli.jsonl")
 			up := newScriptedAnthropic(t, compactAnswer)
 			rig := startProxy(t, up.srv.URL, host.Config{ContextWindow: tc.window})
-			run, err := Resume(context.Background(), ClaudeCode, Options{Bin: bin, Session: src, Prompt: "/compact", Dir: t.TempDir(), BaseURL: rig.url})
+			run, err := Resume(context.Background(), ClaudeCode, Options{Bin: bin, Session: src, Prompt: "/compact", Model: tc.model, Dir: t.TempDir(), BaseURL: rig.url})
 			require.NoError(t, err)
 			logOtherRequests(t, run)
 
@@ -82,7 +88,14 @@ func TestClaudeCodeCompactThroughProxy(t *testing.T) {
 			} else {
 				require.NotEqual(t, string(sent[0]), string(got[0]), "the request past the window was folded")
 				assert.Less(t, len(got[0]), len(sent[0]))
-				first := string(messagesOf(t, got[0])[0])
+				// The summary comes first, after any system message it folded.
+				first := ""
+				for _, m := range messagesOf(t, got[0]) {
+					if !bytes.HasPrefix(m, []byte(`{"role":"system"`)) {
+						first = string(m)
+						break
+					}
+				}
 				assert.Contains(t, first, "[Context compacted: the summary below", "folded by our summary")
 				assert.NotEmpty(t, sums, "our strategy asked the upstream for the summary")
 				assert.Equal(t, 0.0, rig.metric(t, `compact_host_proxy_compactions_total{strategy="emergency"`))
