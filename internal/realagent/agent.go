@@ -52,6 +52,9 @@ type Options struct {
 	// means the fake upstream. Any other host still reaches only the
 	// fake upstream, which records and refuses it.
 	BaseURL string
+	// Env holds variables set for the agent beyond the harness's own,
+	// such as the agent's settings (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=30).
+	Env []string
 }
 
 // DefaultTimeout bounds a run when Options.Timeout is 0: one turn against
@@ -150,6 +153,7 @@ func Resume(ctx context.Context, agent Agent, opts Options) (*Run, error) {
 		"HTTP_PROXY="+up.URL(), "HTTPS_PROXY="+up.URL(), "ALL_PROXY="+up.URL(),
 		"http_proxy="+up.URL(), "https_proxy="+up.URL(), "all_proxy="+up.URL(),
 		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+	run.Env = append(run.Env, opts.Env...)
 
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()

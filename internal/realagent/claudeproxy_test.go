@@ -301,3 +301,42 @@ func checkCompactedOnce(t *testing.T, rig *proxyRig, sent, got [][]byte, signatu
 		assert.Contains(t, lastGot, thinkingSignature(n), "the signature of call %d's answer", n)
 	}
 }
+
+// autoCompactPrompt is the prompt of the auto-compact run.
+const autoCompactPrompt = "realagent auto-compact check: answer with one word."
+
+// TestClaudeCodeAutoCompactThroughProxy resumes a corpus session whose
+// context is past Claude Code's auto-compact point (lowered to 30% of the
+// window with CLAUDE_AUTOCOMPACT_PCT_OVERRIDE): Claude Code compacts it
+// on its own before the turn. Its summary request goes through the proxy
+// whole, and the turn after it starts from the upstream's summary.
+func TestClaudeCodeAutoCompactThroughProxy(t *testing.T) {
+	bin := agentBin(t, ClaudeCode)
+	src := corpusPath(t, "claude-code-go-cli.jsonl")
+	up := newScriptedAnthropic(t, func(n int, body []byte) []block {
+		if bytes.Contains(body, []byte("<analysis>")) && bytes.Contains(body, []byte("summary of the conversation")) {
+			return compactAnswer(n, body)
+		}
+		return []block{{Type: "text", Text: "AUTO-COMPACT-DONE"}}
+	})
+	rig := startProxy(t, up.srv.URL, host.Config{ContextWindow: 1_000_000})
+	run, err := Resume(context.Background(), ClaudeCode, Options{Bin: bin, Session: src, Prompt: autoCompactPrompt, Dir: t.TempDir(),
+		BaseURL: rig.url, Env: []string{"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=30"}})
+	require.NoError(t, err)
+	logOtherRequests(t, run)
+	assert.Contains(t, string(run.Stdout), "AUTO-COMPACT-DONE")
+
+	sent := rig.sentCalls()
+	got, sums := up.calls()
+	require.Len(t, sent, 2, "the agent's summary request, then the turn")
+	require.Len(t, got, 2)
+	assert.Equal(t, string(sent[0]), string(got[0]), "the auto-compact summary request reached the upstream byte for byte")
+	assert.Equal(t, 1.0, rig.metric(t, `compact_host_proxy_requests_total{action="agent_summary"`))
+	assert.Empty(t, sums, "the proxy made no summary of its own")
+	t.Logf("auto-compact: summary request %d messages, %d bytes; the turn after it %d messages, %d bytes",
+		len(messagesOf(t, sent[0])), len(sent[0]), len(messagesOf(t, sent[1])), len(sent[1]))
+	assert.Contains(t, string(got[1]), agentCompactSummary, "the turn starts from the upstream's summary")
+	assert.Contains(t, string(got[1]), autoCompactPrompt)
+	assert.Less(t, len(sent[1]), len(sent[0])/2)
+	assert.Contains(t, compactSummaryLine(t, sessionFile(t, run)), agentCompactSummary)
+}
