@@ -157,22 +157,7 @@ func Resume(ctx context.Context, agent Agent, opts Options) (*Run, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, run.Args[0], run.Args[1:]...)
-	cmd.Dir = work
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, run.Env...)
-	cmd.Stdin = strings.NewReader("")
-	stdout, stderr := &capped{max: maxOutputBytes}, &capped{max: maxOutputBytes}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// The agent and whatever it starts are one process group, ended
-	// together when the deadline passes.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // anything it left behind
-	}
-	run.Stdout, run.Stderr = stdout.Bytes(), stderr.Bytes()
+	run.Stdout, run.Stderr, err = runGroup(ctx, run.Args, run.Env, work)
 	run.Requests = up.Requests()
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -187,6 +172,27 @@ func Resume(ctx context.Context, agent Agent, opts Options) (*Run, error) {
 		return run, fmt.Errorf("realagent: %s sent %d requests past the %d recorded", agent, n, up.requestLimit)
 	}
 	return run, nil
+}
+
+// runGroup runs args in dir with PATH and env, no input, until it exits
+// or ctx ends, and returns its output, cut at maxOutputBytes each. The
+// agent and whatever it starts are one process group, ended together
+// when ctx ends, and anything left of it afterwards.
+func runGroup(ctx context.Context, args, env []string, dir string) (stdout, stderr []byte, err error) {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Stdin = strings.NewReader("")
+	out, errOut := &capped{max: maxOutputBytes}, &capped{max: maxOutputBytes}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	err = cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // anything it left behind
+	}
+	return out.Bytes(), errOut.Bytes(), err
 }
 
 // maxSessionBytes bounds the session file read: the corpus's largest is

@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,25 +72,14 @@ func runOpenCode(t *testing.T, bin, dir, work, base, prompt string) *openCodeRun
 	run := &openCodeRun{Args: []string{bin, "run", "--pure", prompt}}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, run.Args[0], run.Args[1:]...)
-	cmd.Dir = work
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + dir, "LANG=C.UTF-8", "NO_COLOR=1", "TERM=dumb",
+	env := []string{"HOME=" + home, "TMPDIR=" + dir, "LANG=C.UTF-8", "NO_COLOR=1", "TERM=dumb",
 		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"),
 		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
 		"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1", "npm_config_offline=true",
 		"HTTP_PROXY=" + catch.URL(), "HTTPS_PROXY=" + catch.URL(), "http_proxy=" + catch.URL(), "https_proxy=" + catch.URL(),
 		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}
-	cmd.Stdin = strings.NewReader("")
-	stdout, stderr := &capped{max: maxOutputBytes}, &capped{max: maxOutputBytes}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	run.Stdout, run.Stderr, run.Other = stdout.Bytes(), stderr.Bytes(), catch.Requests()
+	run.Stdout, run.Stderr, err = runGroup(ctx, run.Args, env, work)
+	run.Other = catch.Requests()
 	require.NoError(t, err, "%s\nstdout: %s\nstderr: %s", strings.Join(run.Args, " "), tail(run.Stdout), tail(run.Stderr))
 	return run
 }
