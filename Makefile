@@ -18,7 +18,7 @@ PACKAGES := ./... ./abi/... ./sdk/...
 # package-lock.json: the proxy's and the clients' tests, Gemini CLI, the real agents
 # (Claude Code, Codex CLI) internal/realagent resumes session files with,
 # the AssemblyScript examples' compiler.
-NPM_TEST_DIRS := internal/proxy/testdata/node internal/proxy/testdata/geminicli clients/typescript internal/realagent/testdata
+NPM_TEST_DIRS := internal/proxy/testdata/node internal/proxy/testdata/geminicli clients/typescript internal/realagent/testdata internal/realagent/testdata/opencode
 NPM_STAMPS := $(addsuffix /node_modules/.package-lock.json,$(NPM_TEST_DIRS))
 
 # go test through internal/testsummary: go test's own terse output, then

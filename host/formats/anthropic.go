@@ -50,7 +50,12 @@ func readAnthropic(r *bufio.Reader, s *Session) error {
 		}
 	}
 	for i, m := range doc.Messages {
-		if m.Role != abi.RoleUser && m.Role != abi.RoleAssistant {
+		switch m.Role {
+		case abi.RoleUser, abi.RoleAssistant, abi.RoleSystem:
+			// The Messages API takes system messages inside "messages"
+			// too (Claude Code sends its environment so); they are
+			// pinned where they stand.
+		default:
 			s.Skipped["role/"+m.Role]++
 			continue
 		}
@@ -66,8 +71,13 @@ func readAnthropic(r *bufio.Reader, s *Session) error {
 				Reason: fmt.Sprintf("messages[%d].content: %s", i, jsonReason(err)), Err: err}
 		}
 		src.role, src.elems = m.Role, []int{i}
+		if m.Role == abi.RoleSystem && len(src.blocks) == 0 {
+			// An empty system message ("content": []) stands as one
+			// empty text, so that it is a message and keeps its bytes.
+			src.blocks, src.raws = []abi.Block{{Type: abi.BlockText}}, make([]span, 1)
+		}
 		id := Anthropic + "-" + strconv.Itoa(i)
-		msgs = append(msgs, abi.Message{ID: id, Role: m.Role, Content: cloneBlocks(src.blocks)})
+		msgs = append(msgs, abi.Message{ID: id, Role: m.Role, Content: cloneBlocks(src.blocks), Pinned: m.Role == abi.RoleSystem})
 		req.add(id, src)
 	}
 	finish(s, msgs, Anthropic)
@@ -239,7 +249,12 @@ func anthropicBlock(b abi.Block) any {
 }
 
 func (r *Request) writeAnthropic(msgs []abi.Message) ([]byte, error) {
-	i := leadingSystem(msgs)
+	// The leading system messages are the "system" field, but for those
+	// read from inside "messages", which go back there.
+	i := 0
+	for i < len(msgs) && msgs[i].Role == abi.RoleSystem && !r.inMessages(msgs[i].ID) {
+		i++
+	}
 	set := map[string][]byte{}
 	sysID := Anthropic + "-system"
 	sysSrc := r.sources[sysID]
@@ -283,16 +298,24 @@ func (r *Request) writeAnthropic(msgs []abi.Message) ([]byte, error) {
 	return r.document([]string{"system", "messages"}, set)
 }
 
+// inMessages reports whether message id was read from an element of
+// "messages".
+func (r *Request) inMessages(id string) bool {
+	src := r.sources[id]
+	return src != nil && len(src.elems) > 0
+}
+
 // anthropicMessage encodes a message that changed: the source message's
-// other fields are kept, its content is rebuilt from the blocks.
+// other fields are kept, its content is rebuilt from the blocks. A system
+// message is a user message, but for one read from "messages".
 func (r *Request) anthropicMessage(m abi.Message) ([]byte, error) {
-	role := m.Role
-	if role == abi.RoleSystem {
-		role = abi.RoleUser
-	}
 	src := r.sources[m.ID]
 	if src != nil && len(src.elems) == 0 {
 		src = nil
+	}
+	role := m.Role
+	if role == abi.RoleSystem && (src == nil || src.role != abi.RoleSystem) {
+		role = abi.RoleUser
 	}
 	content, err := r.anthropicContent(m.Content, src, src != nil && src.stringForm)
 	if err != nil {

@@ -203,7 +203,8 @@ func decideJSON(keys map[string]bool, typ, trajectoryFormat string, messages []j
 }
 
 // chatEvidence is the chat format that only one of the two could be, from
-// the first message that tells, or "" when none does.
+// the first message that tells, or "" when none does. A system message
+// tells nothing: the Messages API takes them inside "messages" too.
 func chatEvidence(messages []json.RawMessage) string {
 	for _, raw := range messages {
 		var m struct {
@@ -216,7 +217,7 @@ func chatEvidence(messages []json.RawMessage) string {
 			continue
 		}
 		switch m.Role {
-		case "system", "developer", "tool", "function":
+		case "developer", "tool", "function":
 			return OpenAI
 		}
 		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" || m.ToolCallID != "" {

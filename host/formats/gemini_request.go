@@ -464,12 +464,7 @@ func writeGeminiAPI(w io.Writer, msgs []abi.Message) error {
 func (r *Request) writeGeminiAPI(msgs []abi.Message) ([]byte, error) {
 	names := callNames(msgs)
 	items := make([]item, 0, len(r.elems))
-	// The members as the request spells them: the reader matched them
-	// without regard to case, as encoding/json does.
-	contentsKey, systemKey := find(r.topMs, "contents").key, "systemInstruction"
-	if m := find(r.topMs, systemKey); m != nil {
-		systemKey = m.key
-	}
+	contentsKey, systemKey := "contents", "systemInstruction"
 	keys := []string{contentsKey}
 	set := map[string][]byte{}
 	system := false

@@ -198,22 +198,35 @@ func applyPatches(b []byte, ps []patch) []byte {
 }
 
 // setMembers returns the object spanning v in b with each key of set given
-// its new value (nil removes the member), every other byte kept. Keys not
-// in the object are added at its end, in the order of keys.
+// its new value (nil removes the member), every other byte kept. A key
+// names the member find picks for it, so a member the readers found as
+// "Messages" is given its new value under the name it was read by, not
+// written a second time. Keys not in the object are added at its end, in
+// the order of keys.
 func setMembers(b []byte, v span, keys []string, set map[string][]byte) ([]byte, error) {
 	ms, err := objectMembers(b, v)
 	if err != nil {
 		return nil, err
 	}
+	named := make(map[int]string, len(set)) // member index -> key of set
+	for key := range set {
+		for i := len(ms) - 1; i >= 0; i-- {
+			if strings.EqualFold(ms[i].key, key) {
+				named[i] = key
+				break
+			}
+		}
+	}
 	obj := b[v.start:v.end]
 	var ps []patch
 	done := map[string]bool{}
 	for k, m := range ms {
-		val, ok := set[m.key]
+		key, ok := named[k]
 		if !ok {
 			continue
 		}
-		done[m.key] = true
+		val := set[key]
+		done[key] = true
 		if val != nil {
 			ps = append(ps, patch{span{m.val.start - v.start, m.val.end - v.start}, val})
 			continue

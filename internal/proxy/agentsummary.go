@@ -39,10 +39,17 @@ const maxInstructionScan = 64 << 10
 // the model no tool (none, or tool_choice "none"), a last user message
 // that tells it to summarize the conversation.
 func (x *exchange) agentSummarySign() string {
-	if len(x.raw.msgs) == 0 {
+	// The instruction is in the last message but for system messages
+	// after it: Claude Code with its default model ends the request with
+	// one that gives the date.
+	last := len(x.raw.msgs) - 1
+	for last >= 0 && isSystemMessage(x.raw.msg(last)) {
+		last--
+	}
+	if last < 0 {
 		return ""
 	}
-	text, ok := userText(x.raw.msg(len(x.raw.msgs) - 1))
+	text, ok := userText(x.raw.msg(last))
 	if !ok {
 		return ""
 	}
@@ -66,6 +73,14 @@ func (x *exchange) agentSummarySign() string {
 		return signGeneric
 	}
 	return ""
+}
+
+// isSystemMessage reports whether raw is a message of the system role.
+func isSystemMessage(raw []byte) bool {
+	var m struct {
+		Role string `json:"role"`
+	}
+	return json.Unmarshal(raw, &m) == nil && m.Role == "system"
 }
 
 // offersNoTool reports whether the model can call no tool in this

@@ -606,13 +606,17 @@ func (x *exchange) engine() (*host.Engine, error) {
 // cheaper are the models summaries default to, per provider.
 var cheaper = map[string]string{KindAnthropic: "claude-haiku-4-5", KindOpenAI: "gpt-4.1-mini", KindGemini: "gemini-2.5-flash-lite"}
 
+// catalogProvider is the name the catalog files each API's models under:
+// the Gemini API's are Google's.
+var catalogProvider = map[string]string{KindAnthropic: "anthropic", KindOpenAI: "openai", KindGemini: "google"}
+
 // compactionModel is the model summaries are asked of.
 func (x *exchange) compactionModel() string {
 	if x.p.o.CompactionModel != "" {
 		return x.p.o.CompactionModel
 	}
 	m, ok := catalog.Lookup(x.model)
-	if !ok || m.Provider != x.providerKind() {
+	if !ok || m.Provider != catalogProvider[x.providerKind()] {
 		return x.model
 	}
 	if c, ok := catalog.Lookup(cheaper[x.providerKind()]); ok && c.InputPrice < m.InputPrice {
@@ -666,7 +670,7 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 		}()
 	}
 	// What the previous holder stored may be all this request needs.
-	if rec := x.latest(ctx); rec != nil && (x.rec == nil || rec.Key != x.rec.Key) {
+	if rec := x.latest(ctx); rec != nil && (x.rec == nil || rec.Key != x.rec.Key) && x.reusable(rec) {
 		x.apply(rec)
 		if err := x.build(); err != nil {
 			return err
@@ -686,7 +690,7 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 				sctx, cancel := context.WithTimeout(ctx, x.p.o.StoreTimeout)
 				rec, err := x.p.o.Store.Get(sctx, x.recordKey(x.prefixHash(cut)))
 				cancel()
-				if err == nil && x.matches(rec) {
+				if err == nil && x.matches(rec) && x.reusable(rec) {
 					x.apply(rec)
 					x.log.Info("reused a stored compaction of the same prefix", "key", rec.Key[:16])
 					return x.put(ctx, rec)
@@ -742,6 +746,14 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 	x.log.Info("compacted", "trigger", trigger, "strategy", rec.Strategy, "offline", rec.Offline, "folded_messages", rec.FoldedCount,
 		"tokens_before", rec.TokensBefore, "tokens_after", rec.TokensAfter, "cost_usd", rec.CostUSD, "key", rec.Key[:16])
 	return x.put(ctx, rec)
+}
+
+// reusable reports whether a stored compaction may stand for this
+// request's prefix. The agent's own summary request never takes an
+// emergency compaction: the agent's summary would be written from the
+// few messages the emergency path kept.
+func (x *exchange) reusable(rec *store.Record) bool {
+	return x.agentSummary == "" || rec.Strategy != host.StrategyEmergency
 }
 
 // put stores rec as the conversation's newest compaction. A store that

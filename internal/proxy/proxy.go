@@ -87,8 +87,8 @@ type Options struct {
 	EngineOptions []host.Option
 	// CompactionModel is the model summaries are asked of. "" picks the
 	// provider's cheaper model where the catalog knows the request's
-	// model and a cheaper one (claude-haiku-4-5, gpt-4.1-mini), else the
-	// request's own model.
+	// model and a cheaper one (claude-haiku-4-5, gpt-4.1-mini,
+	// gemini-2.5-flash-lite), else the request's own model.
 	CompactionModel string
 	// Offline makes strategies summarize without calling a model.
 	Offline bool

@@ -47,6 +47,14 @@ type Options struct {
 	// are made; it must exist and is left in place (a test passes
 	// t.TempDir()).
 	Dir string
+	// BaseURL is where the agent sends its model calls, such as a
+	// compact-host proxy in front of an upstream of the test's own; ""
+	// means the fake upstream. Any other host still reaches only the
+	// fake upstream, which records and refuses it.
+	BaseURL string
+	// Env holds variables set for the agent beyond the harness's own,
+	// such as the agent's settings (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=30).
+	Env []string
 }
 
 // DefaultTimeout bounds a run when Options.Timeout is 0: one turn against
@@ -123,11 +131,15 @@ func Resume(ctx context.Context, agent Agent, opts Options) (*Run, error) {
 		}
 	}
 	run := &Run{Home: home}
+	base := opts.BaseURL
+	if base == "" {
+		base = up.URL()
+	}
 	switch agent {
 	case ClaudeCode:
-		err = prepareClaudeCode(run, data, up.URL(), work, opts)
+		err = prepareClaudeCode(run, data, base, work, opts)
 	case Codex:
-		err = prepareCodex(run, data, up.URL(), opts)
+		err = prepareCodex(run, data, base, opts)
 	default:
 		err = fmt.Errorf("realagent: unknown agent %q (want %q or %q)", agent, ClaudeCode, Codex)
 	}
@@ -141,25 +153,11 @@ func Resume(ctx context.Context, agent Agent, opts Options) (*Run, error) {
 		"HTTP_PROXY="+up.URL(), "HTTPS_PROXY="+up.URL(), "ALL_PROXY="+up.URL(),
 		"http_proxy="+up.URL(), "https_proxy="+up.URL(), "all_proxy="+up.URL(),
 		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+	run.Env = append(run.Env, opts.Env...)
 
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, run.Args[0], run.Args[1:]...)
-	cmd.Dir = work
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, run.Env...)
-	cmd.Stdin = strings.NewReader("")
-	stdout, stderr := &capped{max: maxOutputBytes}, &capped{max: maxOutputBytes}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// The agent and whatever it starts are one process group, ended
-	// together when the deadline passes.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // anything it left behind
-	}
-	run.Stdout, run.Stderr = stdout.Bytes(), stderr.Bytes()
+	run.Stdout, run.Stderr, err = runGroup(ctx, run.Args, run.Env, work)
 	run.Requests = up.Requests()
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -174,6 +172,27 @@ func Resume(ctx context.Context, agent Agent, opts Options) (*Run, error) {
 		return run, fmt.Errorf("realagent: %s sent %d requests past the %d recorded", agent, n, up.requestLimit)
 	}
 	return run, nil
+}
+
+// runGroup runs args in dir with PATH and env, no input, until it exits
+// or ctx ends, and returns its output, cut at maxOutputBytes each. The
+// agent and whatever it starts are one process group, ended together
+// when ctx ends, and anything left of it afterwards.
+func runGroup(ctx context.Context, args, env []string, dir string) (stdout, stderr []byte, err error) {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Stdin = strings.NewReader("")
+	out, errOut := &capped{max: maxOutputBytes}, &capped{max: maxOutputBytes}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	err = cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // anything it left behind
+	}
+	return out.Bytes(), errOut.Bytes(), err
 }
 
 // maxSessionBytes bounds the session file read: the corpus's largest is

@@ -33,4 +33,8 @@
 // variable points at the fake upstream, which records and refuses any
 // request for another host; the run has a deadline, and the agent is
 // killed with every process it started when the deadline passes.
+//
+// With Options.BaseURL the agent's model calls go to a compact-host proxy
+// instead; the tests run Claude Code, and opencode (pinned in
+// testdata/opencode), through one in front of a scripted upstream.
 package realagent
