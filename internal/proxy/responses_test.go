@@ -130,7 +130,7 @@ func TestResponsesConversationIsCompacted(t *testing.T) {
 			// The summary was asked of the same upstream with the client's key.
 			calls := r.up.summaryRequests()
 			require.NotEmpty(t, calls)
-			assert.Equal(t, "/v1/chat/completions", calls[0].Path)
+			assert.Equal(t, "/v1/responses", calls[0].Path, "a Responses conversation is summarized through the Responses API")
 			assert.Equal(t, "Bearer "+testKey, calls[0].Header.Get("Authorization"))
 			assert.NotContains(t, r.logs.String(), testKey, "a log line holds the key")
 		})
