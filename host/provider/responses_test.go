@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-
 func TestResponsesStreamAsksForAStream(t *testing.T) {
 	srv := newFakeAPI(t, reply(200, responsesAPI.ok("summary"), "Content-Type", "text/event-stream"))
 	c := newClient(t, responsesAPI.config(srv.URL))

@@ -64,6 +64,8 @@ type relay struct {
 	up     *websocket.Conn
 	// active is when a message last moved, either way (UnixNano).
 	active atomic.Int64
+	// lastSize is the size of the client's previous message.
+	lastSize int64
 
 	mu sync.Mutex
 	// pending are the requests sent upstream whose responses have not
@@ -269,7 +271,7 @@ func (rl *relay) message(typ websocket.MessageType, rd io.Reader, stall *time.Ti
 		return rl.stream(nil, rd)
 	}
 	p.m.bodyReads.Inc()
-	data, whole, err := readBounded(rd, -1, p.o.MaxBodyBytes)
+	data, whole, err := rl.read(rd)
 	if whole {
 		stall.Stop()
 	}
@@ -285,14 +287,46 @@ func (rl *relay) message(typ websocket.MessageType, rd io.Reader, stall *time.Ti
 		rl.untouched(nil)
 		return rl.stream(data, rd)
 	}
-	var head struct {
-		Type string `json:"type"`
+	// The top level only: a request is hundreds of kilobytes, and only
+	// its type is needed to know whether it is one.
+	raw, scanErr := scanConversation(data, "input")
+	var event string
+	if scanErr == nil {
+		json.Unmarshal(raw.field("type"), &event)
+	} else {
+		var head struct {
+			Type string `json:"type"`
+		}
+		json.Unmarshal(data, &head)
+		event = head.Type
 	}
-	if json.Unmarshal(data, &head) != nil || head.Type != "response.create" {
+	if event != "response.create" {
 		// Not a request: the relay has no business with it.
 		return rl.send(data)
 	}
-	return rl.create(data)
+	return rl.create(data, raw, scanErr)
+}
+
+// read reads a message of at most MaxBodyBytes; whole is false when there
+// was more. The buffer starts at the size of the connection's previous
+// message, which arrived, so a request as large as the last one is read
+// without growing; a smaller one is copied out, so that what the relay
+// keeps holds no spare room.
+func (rl *relay) read(rd io.Reader) (data []byte, whole bool, err error) {
+	limit := rl.p.o.MaxBodyBytes
+	buf := bytes.NewBuffer(make([]byte, 0, min(rl.lastSize, limit)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(rd, limit+1)); err != nil {
+		return nil, false, err
+	}
+	data = buf.Bytes()
+	if int64(len(data)) > limit {
+		return data, false, nil
+	}
+	rl.lastSize = int64(len(data))
+	if cap(data) > 2*len(data)+bytes.MinRead {
+		data = bytes.Clone(data)
+	}
+	return data, true, nil
 }
 
 // stream sends a message the relay does not read on as it arrives.
@@ -335,12 +369,14 @@ func (rl *relay) untouched(x *exchange) {
 // items. It goes on byte for byte, chained, while what the gate makes of
 // it extends what the upstream already holds; otherwise it goes whole,
 // unchained.
-func (rl *relay) create(data []byte) error {
+//
+// raw is data scanned, or scanErr why it does not scan.
+func (rl *relay) create(data []byte, raw *rawRequest, scanErr error) error {
 	p := rl.p
 	x := p.newExchange(kindResponses, rl.path, rl.header, rl.cred)
 	x.log = x.log.With("transport", "websocket")
-	raw, err := scanConversation(data, "input")
-	if err != nil {
+	var err error
+	if scanErr != nil {
 		x.prepare(rl.ctx, data) // counts it unparsed, and logs why
 		p.m.requests.WithLabelValues(kindResponses, x.action).Inc()
 		rl.untouched(nil)
