@@ -21,6 +21,10 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/plugin"
+	"github.com/compact-host/compact-host/host/plugin/process"
+	"github.com/compact-host/compact-host/host/plugin/wasm"
+	"github.com/compact-host/compact-host/internal/testwasm"
 	"github.com/compact-host/compact-host/internal/proxy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,8 +46,8 @@ type scriptedResponses struct {
 
 	mu    sync.Mutex
 	calls []scriptedCall
-	// summaries counts the proxy's summary calls.
-	summaries int
+	// summaries are the paths of the proxy's summary calls.
+	summaries []string
 	other     []string
 	held      map[string][][]byte
 	seq       int
@@ -109,14 +113,14 @@ func (s *scriptedResponses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case req.Model == summaryModel && path == "/v1/chat/completions":
 		s.mu.Lock()
-		s.summaries++
+		s.summaries = append(s.summaries, path)
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":20,"total_tokens":%d}}`,
 			req.Model, scriptedSummary, len(body)/4, len(body)/4+20)
 	case req.Model == summaryModel && path == "/v1/responses":
 		s.mu.Lock()
-		s.summaries++
+		s.summaries = append(s.summaries, path)
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
 		id := s.nextID("resp")
@@ -313,13 +317,26 @@ func runCodexExec(t *testing.T, bin, base, prompt string) (stdout, stderr []byte
 }
 
 // TestCodexThroughProxy runs the pinned Codex CLI through the proxy, over
-// HTTP and over its WebSocket transport, on a scripted task of a dozen
-// model calls at a 32k window: the conversation is compacted once, every
+// HTTP and over its WebSocket transport, on a scripted task of eleven
+// model calls at a 32k window: the conversation is compacted once, by the
+// structured strategy with its summary asked of the upstream's
+// /v1/responses, every
 // later call extends the compacted one byte for byte, the reasoning's
 // encrypted_content arrives as the provider sent it, and over WebSocket
 // every call but the compacted one goes chained on the previous response.
 func TestCodexThroughProxy(t *testing.T) {
 	bin := agentBin(t, Codex)
+	// The built-in strategies, as compact-host proxy loads them: the
+	// summary is asked of the upstream.
+	dir := t.TempDir()
+	cache, err := testwasm.ShareCompiled(filepath.Join(dir, "wazero"))
+	require.NoError(t, err)
+	registry, err := plugin.NewRegistry(context.Background(), plugin.Options{
+		Wasm: wasm.Runtime, Builtins: wasm.Builtins, Process: process.Runtime,
+		PluginsDir: filepath.Join(dir, "plugins"), CacheDir: cache, NoWatch: true,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { registry.Close() })
 	for _, ws := range []bool{false, true} {
 		name := "http"
 		if ws {
@@ -333,7 +350,7 @@ func TestCodexThroughProxy(t *testing.T) {
 			var logs bytes.Buffer
 			var logMu sync.Mutex
 			p, err := proxy.New(proxy.Options{Upstream: upURL, Config: host.Config{ContextWindow: 32000, KeepRecentTokens: 4000},
-				CompactionModel: summaryModel,
+				Registry: registry, CompactionModel: summaryModel,
 				Logger: slog.New(slog.NewJSONHandler(writerFunc(func(b []byte) (int, error) {
 					logMu.Lock()
 					defer logMu.Unlock()
@@ -393,8 +410,17 @@ func TestCodexThroughProxy(t *testing.T) {
 				}
 			}
 			assert.Positive(t, seen, "no reasoning item came back")
+			// The summary was asked of the upstream's Responses API, and the
+			// structured strategy, not the emergency path, folded the turns.
+			up.mu.Lock()
+			summaries := append([]string(nil), up.summaries...)
+			up.mu.Unlock()
+			require.NotEmpty(t, summaries, "no summary call")
+			for _, p := range summaries {
+				assert.Equal(t, "/v1/responses", p, "a summary call of a Responses conversation")
+			}
 			logMu.Lock()
-			assert.Contains(t, logs.String(), `"msg":"compacted"`)
+			assert.Regexp(t, `"msg":"compacted"[^\n]*"strategy":"structured","offline":false`, logs.String())
 			logMu.Unlock()
 		})
 	}
