@@ -24,8 +24,8 @@ import (
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/plugin/process"
 	"github.com/compact-host/compact-host/host/plugin/wasm"
-	"github.com/compact-host/compact-host/internal/testwasm"
 	"github.com/compact-host/compact-host/internal/proxy"
+	"github.com/compact-host/compact-host/internal/testwasm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
