@@ -438,3 +438,20 @@ func TestWebSocketsOption(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "want relay, refuse or forward")
 }
+
+// TestWebSocketUnknownChainPassesThrough: a request chained on a response
+// the relay did not follow (here, one of another connection) goes on as
+// it came, counted as chained; the relay cannot see its history.
+func TestWebSocketUnknownChainPassesThrough(t *testing.T) {
+	r := newWSRig(t, nil)
+	first := &wsClient{c: r.dial(t)}
+	first.turn(t, userItem("list the files"))
+	second := &wsClient{c: r.dial(t), lastID: first.lastID}
+	second.turn(t, userItem("and now the tests"))
+	calls := r.up.received()
+	require.Len(t, calls, 2)
+	assert.Equal(t, first.lastID, calls[1].Chained)
+	sent := topLevel(t, calls[1].Raw)
+	assert.JSONEq(t, `[`+string(userItem("and now the tests"))+`]`, string(sent["input"]), "the request went as it came")
+	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, `compact_host_proxy_requests_total{action="previous_response_id",kind="responses"`))
+}
