@@ -23,15 +23,8 @@ type responsesBackend struct {
 }
 
 func newResponses(cfg Config) *responsesBackend {
-	base := cfg.BaseURL
-	if base == "" {
-		base = openAIBaseURL
-	}
-	h := http.Header{}
-	if cfg.APIKey != "" {
-		h.Set("Authorization", "Bearer "+cfg.APIKey)
-	}
-	return &responsesBackend{hc: cfg.HTTPClient, url: strings.TrimRight(base, "/") + "/responses", header: h}
+	url, h := openAIEndpoint(cfg, "/responses")
+	return &responsesBackend{hc: cfg.HTTPClient, url: url, header: h}
 }
 
 // The Responses request and the parts of its events a summary needs.

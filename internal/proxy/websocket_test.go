@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -272,7 +273,7 @@ func TestWebSocketRelayCompactsAChainedConversation(t *testing.T) {
 	compacted := -1
 	for n, call := range calls {
 		client := clientViews[n]
-		if compacted < 0 && equalItems(call.Input, client) {
+		if compacted < 0 && slices.EqualFunc(call.Input, client, bytes.Equal) {
 			if n > 0 {
 				assert.NotEmpty(t, call.Chained, "request %d went whole though nothing was folded", n+1)
 			}
@@ -290,7 +291,7 @@ func TestWebSocketRelayCompactsAChainedConversation(t *testing.T) {
 		assert.NotEmpty(t, call.Chained, "request %d after the compaction went whole", n+1)
 		base := calls[compacted].Input
 		require.GreaterOrEqual(t, len(call.Input), len(base))
-		assert.True(t, equalItems(call.Input[:len(base)], base), "request %d does not extend the compacted request byte for byte", n+1)
+		assert.True(t, slices.EqualFunc(call.Input[:len(base)], base, bytes.Equal), "request %d does not extend the compacted request byte for byte", n+1)
 	}
 	require.Positive(t, compacted, "no request was compacted")
 	t.Logf("compacted at request %d of %d: %d items to %d", compacted+1, turns, len(clientViews[compacted]), len(calls[compacted].Input))
@@ -305,18 +306,6 @@ func TestWebSocketRelayCompactsAChainedConversation(t *testing.T) {
 	}
 	assert.NotContains(t, r.logs.String(), testKey, "a log line holds the key")
 	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, `compact_host_proxy_requests_total{action="websocket_relayed"`))
-}
-
-func equalItems(a, b [][]byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !bytes.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // TestWebSocketOverflowIsRetriedCompacted: an overflow the upstream

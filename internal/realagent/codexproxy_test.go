@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -370,7 +371,7 @@ func TestCodexThroughProxy(t *testing.T) {
 			compacted := -1
 			for n := 1; n < len(calls); n++ {
 				prev, cur := calls[n-1].Input, calls[n].Input
-				extends := len(cur) > len(prev) && equalItems(cur[:len(prev)], prev)
+				extends := len(cur) > len(prev) && slices.EqualFunc(cur[:len(prev)], prev, bytes.Equal)
 				if extends {
 					if ws {
 						assert.NotEmpty(t, calls[n].Chained, "call %d went whole over the WebSocket though nothing was folded", n+1)
@@ -429,15 +430,3 @@ func TestCodexThroughProxy(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
-
-func equalItems(a, b [][]byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !bytes.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
-}
