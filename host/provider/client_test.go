@@ -96,7 +96,44 @@ var openAIAPI = api{
 	maxTokensField: "max_tokens",
 }
 
-var apis = []api{anthropicAPI, openAIAPI}
+// responsesEvents is a streamed Responses answer, as the API sends it.
+func responsesEvents(events ...string) string {
+	var b strings.Builder
+	for _, e := range events {
+		var head struct{ Type string }
+		_ = json.Unmarshal([]byte(e), &head)
+		fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", head.Type, e)
+	}
+	return b.String()
+}
+
+var responsesAPI = api{
+	kind:      provider.KindResponses,
+	path:      "/v1/responses",
+	baseURL:   func(srv string) string { return srv + "/v1" },
+	keyHeader: "Authorization",
+	keyValue:  "Bearer " + testKey,
+	ok: func(text string) string {
+		item := `{"id":"msg_67ccd3acc8d48190a77525dc6de64b4104becb25c45c1d41","type":"message","status":"completed","role":"assistant",` +
+			`"content":[{"type":"output_text","annotations":[],"text":` + quote(text) + `}]}`
+		return responsesEvents(
+			`{"type":"response.created","sequence_number":0,"response":{"id":"resp_67ccd3a9da748190baa7f1570fe91ac604becb25c45c1d41","object":"response","status":"in_progress","model":"gpt-4.1-mini-2025-04-14","output":[]}}`,
+			`{"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_67ccd3acc8d48190a77525dc6de64b4104becb25c45c1d41","output_index":0,"content_index":0,"delta":`+quote(text)+`}`,
+			`{"type":"response.output_item.done","sequence_number":2,"output_index":0,"item":`+item+`}`,
+			`{"type":"response.completed","sequence_number":3,"response":{"id":"resp_67ccd3a9da748190baa7f1570fe91ac604becb25c45c1d41","object":"response","status":"completed","model":"gpt-4.1-mini-2025-04-14",`+
+				`"output":[`+item+`],"usage":{"input_tokens":2112,"input_tokens_details":{"cached_tokens":2000},"output_tokens":34,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":2146}}}`)
+	},
+	usage: abi.Usage{InputTokens: 112, OutputTokens: 34, CacheReadTokens: 2000},
+	empty: responsesEvents(
+		`{"type":"response.created","sequence_number":0,"response":{"id":"resp_2","object":"response","status":"in_progress","model":"gpt-4.1-mini","output":[]}}`,
+		`{"type":"response.incomplete","sequence_number":1,"response":{"id":"resp_2","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model":"gpt-4.1-mini","output":[],"usage":{"input_tokens":50,"output_tokens":0,"total_tokens":50}}}`),
+	overflows: []errorReply{
+		{"responses context_length_exceeded", 400, `{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`},
+	},
+	maxTokensField: "max_output_tokens",
+}
+
+var apis = []api{anthropicAPI, openAIAPI, responsesAPI}
 
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
@@ -176,7 +213,7 @@ func TestCompleteSuccess(t *testing.T) {
 			if got := r.body[a.maxTokensField]; got != float64(777) {
 				t.Errorf("%s = %v, want 777", a.maxTokensField, got)
 			}
-			text := fmt.Sprint(r.body["messages"], r.body["system"])
+			text := fmt.Sprint(r.body["messages"], r.body["system"], r.body["input"], r.body["instructions"])
 			for _, want := range []string{"Summarize the conversation.", "Fix the failing test", "[tool call read_file id=toolu_01] {\"path\":\"parser.go\"}", "[tool result id=toolu_01 error] package parser"} {
 				if !strings.Contains(text, want) {
 					t.Errorf("request does not contain %q: %s", want, text)

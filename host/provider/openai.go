@@ -22,6 +22,18 @@ type openAIBackend struct {
 }
 
 func newOpenAI(cfg Config) *openAIBackend {
+	url, h := openAIEndpoint(cfg, "/chat/completions")
+	return &openAIBackend{
+		hc:              cfg.HTTPClient,
+		url:             url,
+		header:          h,
+		legacyMaxTokens: !officialOpenAI(cfg.BaseURL),
+	}
+}
+
+// openAIEndpoint is the URL of one of OpenAI's APIs under cfg's base, and
+// the header that carries cfg's key.
+func openAIEndpoint(cfg Config, path string) (string, http.Header) {
 	base := cfg.BaseURL
 	if base == "" {
 		base = openAIBaseURL
@@ -30,12 +42,7 @@ func newOpenAI(cfg Config) *openAIBackend {
 	if cfg.APIKey != "" {
 		h.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
-	return &openAIBackend{
-		hc:              cfg.HTTPClient,
-		url:             strings.TrimRight(base, "/") + "/chat/completions",
-		header:          h,
-		legacyMaxTokens: !officialOpenAI(cfg.BaseURL),
-	}
+	return strings.TrimRight(base, "/") + path, h
 }
 
 // The Chat Completions request and response, as far as a summary needs

@@ -16,6 +16,10 @@ import (
 const (
 	KindAnthropic = "anthropic"
 	KindOpenAI    = "openai"
+	// KindResponses is OpenAI's Responses API (POST {BaseURL}/responses,
+	// streamed), for a client whose conversation speaks it; its BaseURL
+	// and key are KindOpenAI's.
+	KindResponses = "responses"
 )
 
 // Defaults for the zero values of Config.
@@ -47,7 +51,7 @@ type Client interface {
 // Config configures a Client. The zero value of every field but Kind,
 // Model and (for hosted APIs) APIKey means the default.
 type Config struct {
-	// Kind is KindAnthropic or KindOpenAI. OpenAI-compatible servers
+	// Kind is KindAnthropic, KindOpenAI or KindResponses. OpenAI-compatible servers
 	// (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter) are KindOpenAI with
 	// a BaseURL.
 	Kind string
@@ -126,11 +130,11 @@ func (c Config) model() string {
 // withDefaults fills in zero values and validates c.
 func (c Config) withDefaults() (Config, error) {
 	switch c.Kind {
-	case KindAnthropic, KindOpenAI:
+	case KindAnthropic, KindOpenAI, KindResponses:
 	case "":
-		return c, &ConfigError{Field: "Kind", Reason: "empty; want \"anthropic\" or \"openai\""}
+		return c, &ConfigError{Field: "Kind", Reason: "empty; want \"anthropic\", \"openai\" or \"responses\""}
 	default:
-		return c, &ConfigError{Field: "Kind", Value: fmt.Sprintf("%q", c.Kind), Reason: "want \"anthropic\" or \"openai\""}
+		return c, &ConfigError{Field: "Kind", Value: fmt.Sprintf("%q", c.Kind), Reason: "want \"anthropic\", \"openai\" or \"responses\""}
 	}
 	if c.APIKey == "" && c.BaseURL == "" {
 		return c, fmt.Errorf("%w for %s (set the API key, or a BaseURL for a server that needs none)", ErrNoKey, c.Kind)
@@ -187,6 +191,8 @@ func New(cfg Config) (Client, error) {
 		c.backend = newAnthropic(cfg)
 	case KindOpenAI:
 		c.backend = newOpenAI(cfg)
+	case KindResponses:
+		c.backend = newResponses(cfg)
 	}
 	return c, nil
 }

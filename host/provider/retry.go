@@ -117,45 +117,55 @@ func backoff(base, max time.Duration, attempt int, retryAfter time.Duration) (d 
 // response is recorded only once its body is read, so a stall while
 // reading it counts as a timeout.
 func (ex *exchange) post(ctx context.Context, hc *http.Client, url string, header http.Header, in, out any) error {
-	body, err := json.Marshal(in)
+	b, err := ex.postRaw(ctx, hc, url, header, in, "application/json")
 	if err != nil {
 		return err
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("reading the response: %w", err)
+	}
+	return nil
+}
+
+// postRaw is post without the decoding: the 2xx body as it came, up to
+// maxResponseBody, asked for as accept.
+func (ex *exchange) postRaw(ctx context.Context, hc *http.Client, url string, header http.Header, in any, accept string) ([]byte, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header = header.Clone()
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", "compact-host")
 	res, err := hc.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer res.Body.Close()
 	ex.header = res.Header.Clone()
 	if res.StatusCode >= 400 {
 		b, err := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ex.status, ex.body = res.StatusCode, b
-		return fmt.Errorf("HTTP %d", res.StatusCode)
+		return nil, fmt.Errorf("HTTP %d", res.StatusCode)
 	}
 	b, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBody+1))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ex.status = res.StatusCode
 	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("unexpected status %s", res.Status)
+		return nil, fmt.Errorf("unexpected status %s", res.Status)
 	}
 	if len(b) > maxResponseBody {
-		return fmt.Errorf("response larger than %d bytes", maxResponseBody)
+		return nil, fmt.Errorf("response larger than %d bytes", maxResponseBody)
 	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("reading the response: %w", err)
-	}
-	return nil
+	return b, nil
 }

@@ -37,6 +37,17 @@ type proxyOptions struct {
 	bodyIdleTimeout  time.Duration
 	maxBodyReads     int
 	forwardWS        bool
+	websockets       string
+	wsIdleTimeout    time.Duration
+}
+
+// websocketMode is --websockets, or forward for the deprecated
+// --forward-websockets when --websockets was left at its default.
+func (o *proxyOptions) websocketMode() string {
+	if o.forwardWS && o.websockets == proxy.WebSocketsRelay {
+		return proxy.WebSocketsForward
+	}
+	return o.websockets
 }
 
 func newProxyCmd(g *globals) *cobra.Command {
@@ -62,8 +73,16 @@ files, /v1/responses/compact...) passes through untouched. Answers stream
 back as they arrive. A Responses request chained on previous_response_id
 holds only its newest items, the provider the rest: it passes through.
 A Responses WebSocket (GET /v1/responses, which Codex tries first) is
-answered 426 Upgrade Required, and Codex then sends its turns over HTTP,
-where they are compacted; --forward-websockets forwards it uncompacted.
+relayed (--websockets relay, the default): each response.create on it is
+gated and compacted as an HTTP request is, and the upstream's events go
+back as they arrive. A request chained on the previous response is read as
+the whole conversation and goes on chained while nothing needs folding; a
+compacted one goes whole. --websockets refuse answers 426 Upgrade Required,
+and Codex then sends its turns over HTTP; --websockets forward forwards the
+WebSocket uncompacted. A relayed WebSocket is closed with 1009 for a
+message over 8x --max-body-bytes, 1003 for a binary message, 1008 for a
+message that does not arrive within --body-read-timeout, and 1001 after
+--websocket-idle-timeout with nothing sent either way.
 
 The window comes from the request's model in the catalog, or
 --context-window; the reply reserve from the request's max_tokens.
@@ -139,7 +158,10 @@ anything shaped like a key, upstream errors quoted back included.`,
 	fl.DurationVar(&o.bodyReadTimeout, "body-read-timeout", proxy.DefaultBodyReadTimeout, "a body to compact must arrive within this")
 	fl.DurationVar(&o.bodyIdleTimeout, "body-idle-timeout", proxy.DefaultBodyIdleTimeout, "longest pause in a request body")
 	fl.IntVar(&o.maxBodyReads, "max-body-reads", proxy.DefaultMaxBodyReads, "bodies read into memory at once; beyond it a request is forwarded untouched")
-	fl.BoolVar(&o.forwardWS, "forward-websockets", false, "forward Responses API WebSockets uncompacted instead of answering 426, which makes Codex use HTTP")
+	fl.StringVar(&o.websockets, "websockets", proxy.WebSocketsRelay, "Responses API WebSockets (Codex): relay (compact each request on them), refuse (answer 426, so Codex uses HTTP) or forward (uncompacted)")
+	fl.DurationVar(&o.wsIdleTimeout, "websocket-idle-timeout", proxy.DefaultWebSocketIdleTimeout, "close a relayed WebSocket (1001) after this long with nothing sent either way")
+	fl.BoolVar(&o.forwardWS, "forward-websockets", false, "forward Responses API WebSockets uncompacted")
+	_ = fl.MarkDeprecated("forward-websockets", "use --websockets forward")
 	return cmd
 }
 
@@ -207,7 +229,8 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		Offline:         o.offline, MaxBodyBytes: o.maxBodyBytes, LockWait: o.lockWait,
 		TenantKeyer: keyer, ShareCompactions: o.shareCompactions, MetricsToken: metricsToken,
 		BodyReadTimeout: o.bodyReadTimeout, BodyIdleTimeout: o.bodyIdleTimeout, MaxBodyReads: o.maxBodyReads,
-		ProviderTimeout: timeout, ProviderMaxRetries: retries, ForwardWebSockets: o.forwardWS,
+		ProviderTimeout: timeout, ProviderMaxRetries: retries, WebSockets: o.websocketMode(),
+		WebSocketIdleTimeout: o.wsIdleTimeout,
 	})
 	if err != nil {
 		return withCode(ExitUsage, err)

@@ -32,6 +32,7 @@ func TestProxyCommandUsageErrors(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--metrics-token-env", "NO_SUCH_TOKEN_VAR"}, "--metrics-token-env NO_SUCH_TOKEN_VAR: the variable is unset or empty"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--body-idle-timeout", "0s"}, "--body-idle-timeout must be positive"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--max-body-reads", "0"}, "--max-body-reads must be positive"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--websockets", "tunnel"}, "want relay, refuse or forward (flag --websockets)"},
 	} {
 		var stderr bytes.Buffer
 		code := cli.Main(append([]string{"proxy"}, tc.args...), cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: &stderr,
@@ -98,7 +99,7 @@ func TestProxyCommand(t *testing.T) {
 	go func() {
 		defer pw.Close()
 		code <- cli.Main([]string{"proxy", "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", up.URL, "--offline",
-			"--metrics-token-env", "TEST_METRICS_TOKEN"},
+			"--metrics-token-env", "TEST_METRICS_TOKEN", "--websockets", "refuse"},
 			cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: pw, Getenv: func(name string) string {
 				if name == "TEST_METRICS_TOKEN" {
 					return metricsToken
@@ -146,8 +147,8 @@ func TestProxyCommand(t *testing.T) {
 	resp.Body.Close()
 	assert.Contains(t, string(metrics), `compact_host_proxy_requests_total{action="forwarded",kind="anthropic"} 1`)
 
-	// Codex's Responses WebSocket is answered 426 (no --forward-websockets),
-	// so that Codex sends its turns over HTTP.
+	// With --websockets refuse, Codex's Responses WebSocket is answered
+	// 426, so that Codex sends its turns over HTTP.
 	req, _ = http.NewRequest(http.MethodGet, addr+"/v1/responses", nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "websocket")

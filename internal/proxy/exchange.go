@@ -575,8 +575,14 @@ func (x *exchange) engine() (*host.Engine, error) {
 			x.guarded = x.guard(x.newGeminiModel(cm))
 		}
 		if x.guarded == nil {
+			kind := x.providerKind()
+			if x.kind == kindResponses {
+				// A Responses conversation's summary is asked of the
+				// same API, which its upstream is known to serve.
+				kind = provider.KindResponses
+			}
 			cl, err := provider.New(provider.Config{
-				Kind: x.providerKind(), BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
+				Kind: kind, BaseURL: x.providerBase(), Model: x.model, CompactionModel: cm,
 				Timeout: x.p.o.ProviderTimeout, MaxRetries: x.p.o.ProviderMaxRetries,
 				HTTPClient: &http.Client{Transport: &credentialTransport{base: x.p.o.Transport, header: x.header}},
 			})

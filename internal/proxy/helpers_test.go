@@ -174,6 +174,8 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	switch {
+	case summary && responses:
+		streamResponses(w, req.Model, "## Goal\nThe scripted task.\n## Progress\nEarlier turns were about the parser.", len(body)/4, nil, nil)
 	case overflow && responses:
 		writeJSON(w, http.StatusBadRequest, `{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`)
 	case responses && req.Stream:

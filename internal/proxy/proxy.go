@@ -124,10 +124,14 @@ type Options struct {
 	// timing whether anyone sent a given prefix. Only for deployments
 	// whose clients trust each other.
 	ShareCompactions bool
-	// ForwardWebSockets forwards a Responses API WebSocket (GET
-	// /v1/responses with an upgrade) uncompacted; by default it is
-	// answered 426 Upgrade Required, and the agent falls back to HTTP.
-	ForwardWebSockets bool
+	// WebSockets is what a Responses API WebSocket (GET /v1/responses
+	// with an upgrade) gets: WebSocketsRelay (the default) gates each of
+	// its requests, WebSocketsRefuse answers 426 so that the agent falls
+	// back to HTTP, WebSocketsForward forwards it uncompacted.
+	WebSockets string
+	// WebSocketIdleTimeout closes a relayed WebSocket on which nothing
+	// moved for so long. Default DefaultWebSocketIdleTimeout.
+	WebSocketIdleTimeout time.Duration
 	// MetricsToken, when set, is the bearer token the admin endpoints
 	// (metrics) ask for; healthz stays open.
 	MetricsToken string
@@ -190,6 +194,9 @@ func New(o Options) (*Proxy, error) {
 	case "", KindAnthropic, KindOpenAI, KindGemini:
 	default:
 		return nil, fmt.Errorf("proxy: kind %q: want anthropic, openai, gemini or empty to detect it (flag --kind)", o.Kind)
+	}
+	if err := checkWebSockets(&o); err != nil {
+		return nil, err
 	}
 	if o.Config.Tokenizer == "" {
 		o.Config.Tokenizer = "chars"
@@ -284,8 +291,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.writeError(w, kind, http.StatusBadRequest, "invalid_request_error", "compact-host proxy: "+err.Error(), nil)
 		return
 	}
-	if isResponsesWebSocket(r) && !p.o.ForwardWebSockets {
-		p.refuseWebSocket(w, r)
+	if p.serveWebSocket(w, r) {
 		return
 	}
 	var body *deadlineBody
@@ -459,7 +465,7 @@ func isResponsesWebSocket(r *http.Request) bool {
 // by sending its turns over HTTP for the rest of the session.
 func (p *Proxy) refuseWebSocket(w http.ResponseWriter, r *http.Request) {
 	p.m.requests.WithLabelValues(kindResponses, "websocket_refused").Inc()
-	p.warnOnce("responses websocket", "Responses API WebSockets are answered 426 so that the agent sends its requests over HTTP, where they are compacted; --forward-websockets forwards them uncompacted instead",
+	p.warnOnce("responses websocket", "Responses API WebSockets are answered 426 so that the agent sends its requests over HTTP, where they are compacted; --websockets relay compacts them, forward forwards them uncompacted",
 		"path", r.URL.Path)
 	p.writeError(w, KindOpenAI, http.StatusUpgradeRequired, "invalid_request_error",
 		"compact-host proxy: the Responses API WebSocket is not served here; send the request over HTTP (POST "+r.URL.Path+")", nil)
@@ -470,7 +476,7 @@ func (p *Proxy) refuseWebSocket(w http.ResponseWriter, r *http.Request) {
 // uncompacted, and a user must hear of it.
 func (p *Proxy) passthroughAction(r *http.Request) string {
 	if isResponsesWebSocket(r) {
-		p.warnOnce("responses websocket forwarded", "a Responses API WebSocket is forwarded uncompacted (--forward-websockets)", "path", r.URL.Path)
+		p.warnOnce("responses websocket forwarded", "a Responses API WebSocket is forwarded uncompacted (--websockets forward)", "path", r.URL.Path)
 		return "websocket"
 	}
 	return "passthrough"

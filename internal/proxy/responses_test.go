@@ -130,7 +130,7 @@ func TestResponsesConversationIsCompacted(t *testing.T) {
 			// The summary was asked of the same upstream with the client's key.
 			calls := r.up.summaryRequests()
 			require.NotEmpty(t, calls)
-			assert.Equal(t, "/v1/chat/completions", calls[0].Path)
+			assert.Equal(t, "/v1/responses", calls[0].Path, "a Responses conversation is summarized through the Responses API")
 			assert.Equal(t, "Bearer "+testKey, calls[0].Header.Get("Authorization"))
 			assert.NotContains(t, r.logs.String(), testKey, "a log line holds the key")
 		})
@@ -248,8 +248,9 @@ func TestResponsesOverflowIsRecovered(t *testing.T) {
 	assert.Equal(t, 1.0, metricValue(t, r.srv.URL, `compact_host_proxy_overflow_retries_total{result="retried"`))
 }
 
-// TestResponsesWebSocket: Codex's WebSocket is answered 426, after which
-// Codex sends its turns over HTTP; --forward-websockets forwards it.
+// TestResponsesWebSocket: with --websockets refuse, Codex's WebSocket is
+// answered 426, after which Codex sends its turns over HTTP; with
+// --websockets forward it is forwarded.
 func TestResponsesWebSocket(t *testing.T) {
 	upgrade := func(t *testing.T, url string) *http.Response {
 		req, err := http.NewRequest(http.MethodGet, url+"/v1/responses", nil)
@@ -264,7 +265,7 @@ func TestResponsesWebSocket(t *testing.T) {
 		return resp
 	}
 	t.Run("refused", func(t *testing.T) {
-		r := newRig(t, nil)
+		r := newRig(t, func(o *Options) { o.WebSockets = WebSocketsRefuse })
 		resp := upgrade(t, r.srv.URL)
 		assert.Equal(t, http.StatusUpgradeRequired, resp.StatusCode)
 		var e struct {
@@ -277,7 +278,7 @@ func TestResponsesWebSocket(t *testing.T) {
 		assert.Contains(t, r.logs.String(), "answered 426")
 	})
 	t.Run("forwarded", func(t *testing.T) {
-		r := newRig(t, func(o *Options) { o.ForwardWebSockets = true })
+		r := newRig(t, func(o *Options) { o.WebSockets = WebSocketsForward })
 		upgrade(t, r.srv.URL)
 		other := r.up.otherRequests()
 		require.Len(t, other, 1)
