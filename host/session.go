@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/jsondecode"
 	"github.com/compact-host/compact-host/host/internal/jsonl"
 	"github.com/compact-host/compact-host/host/internal/jsonscan"
 	"github.com/compact-host/compact-host/host/internal/tokens"
@@ -844,7 +845,7 @@ func (s *Session) replayLine(line []byte, lineno int) error {
 		return fmt.Errorf("%w: %w at byte %d of the line; JSON decoding would turn it into U+FFFD, so nothing was read (fix or remove the line)", ErrBadEntry, ErrInvalidUTF8, at+1)
 	}
 	var ent Entry
-	if err := json.Unmarshal(line, &ent); err != nil {
+	if err := jsondecode.Decode(line, &ent); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadEntry, err)
 	}
 	switch ent.Type {
