@@ -470,6 +470,9 @@ func invalidUTF8(line []byte) int {
 			i += n
 		}
 	}
+	if !bytes.Contains(line, []byte(`\u`)) {
+		return -1 // no \u escape, so no surrogate
+	}
 	for i := 0; i < len(line); i++ {
 		j := bytes.IndexByte(line[i:], '\\')
 		if j < 0 {

@@ -68,7 +68,7 @@ func DecodeChecked(data []byte, v any) error {
 	}
 	flags := 0
 	if t := TrimWS(data); len(t) > 0 && t[0] == '"' {
-		flags = unchecked // a string's flags are unknown
+		flags = jsonscan.Unscanned
 	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
@@ -188,7 +188,7 @@ func decodeSlice(data []byte, v reflect.Value, checked bool) error {
 		v.SetLen(n + 1)
 		flags := 0
 		if data[i] == '"' {
-			_, flags = jsonscan.String(data, i)
+			flags = jsonscan.Unscanned // checked by now
 		}
 		if err := decodeValue(data[i:end], v.Index(n), flags); err != nil {
 			return err

@@ -39,9 +39,9 @@ type Scanner struct {
 	// encoding/json may refuse it as out of range.
 	Float64 bool
 	// Checked says the text was checked already (a scan of a value holding
-	// it said OK): Members then skips objects and arrays without checking
-	// them again (Skip). Members still reads keys and string values with
-	// String, for their flags.
+	// it said OK): Members then skips objects, arrays and string values
+	// without checking them again (Skip; a string value's flags are
+	// Unscanned). Members still reads keys with String.
 	Checked bool
 }
 
@@ -59,6 +59,9 @@ const (
 	Escape        = 1 << iota // a backslash escape
 	NonASCII                  // a byte of a multi-byte (or invalid) UTF-8 sequence
 	UnicodeEscape             // a \u escape (with Escape): the only escape that can spell a newline or a letter
+	// Unscanned: String did not look (a checked Members crosses string
+	// values a quote at a time); the string may hold anything above.
+	Unscanned
 )
 
 // Bit tricks on eight bytes at once (Hacker's Delight 6-1): (x-lsb)&^x&msb
@@ -145,7 +148,7 @@ func DecodeString(s []byte) (string, bool) {
 // StringValue decodes the valid JSON string s (quotes included), in which
 // String found flags.
 func StringValue(s []byte, flags int) string {
-	if flags == 0 || flags == NonASCII && utf8.Valid(s) {
+	if flags == 0 || flags == NonASCII && utf8.Valid(s) || flags == Unscanned && plain(s[1:len(s)-1]) {
 		return string(s[1 : len(s)-1])
 	}
 	out := AppendStringValue(make([]byte, 0, len(s)-2), s, flags)
@@ -162,10 +165,16 @@ func AppendStringValue(dst, s []byte, flags int) []byte {
 // (quotes excluded), or of a part of it cut where no escape is split, in
 // which String found flags.
 func AppendBodyValue(dst, part []byte, flags int) []byte {
-	if flags == 0 || flags == NonASCII && utf8.Valid(part) {
+	if flags == 0 || flags == NonASCII && utf8.Valid(part) || flags == Unscanned && plain(part) {
 		return append(dst, part...)
 	}
-	return appendUnquote(dst, part, flags&NonASCII == 0)
+	return appendUnquote(dst, part, flags&(NonASCII|Unscanned) == 0)
+}
+
+// plain reports whether the body of a valid JSON string is its own value:
+// no escape, and valid UTF-8.
+func plain(body []byte) bool {
+	return bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body)
 }
 
 // appendUnquote appends the body of a valid JSON string decoded as
@@ -444,7 +453,9 @@ func (sc Scanner) Members(b []byte, out []Member) ([]Member, Status) {
 		j = SkipWS(b, j+1)
 		m := Member{Key: b[i+1 : kend-1], KeyFlags: kflags, Start: j}
 		var st Status
-		if j < len(b) && b[j] == '"' {
+		if j < len(b) && b[j] == '"' && sc.Checked {
+			m.End, m.ValFlags = skipString(b, j), Unscanned
+		} else if j < len(b) && b[j] == '"' {
 			if m.End, m.ValFlags = String(b, j); m.ValFlags < 0 {
 				st = Bad
 			}
