@@ -77,4 +77,3 @@ func FuzzReplayDecode(f *testing.F) {
 		assertEntryDecodes(t, line)
 	})
 }
-

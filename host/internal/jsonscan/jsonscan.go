@@ -148,10 +148,19 @@ func DecodeString(s []byte) (string, bool) {
 // StringValue decodes the valid JSON string s (quotes included), in which
 // String found flags.
 func StringValue(s []byte, flags int) string {
-	if flags == 0 || flags == NonASCII && utf8.Valid(s) || flags == Unscanned && plain(s[1:len(s)-1]) {
+	if flags == 0 || flags == NonASCII && utf8.Valid(s) {
 		return string(s[1 : len(s)-1])
 	}
-	out := AppendStringValue(make([]byte, 0, len(s)-2), s, flags)
+	var out []byte
+	if body := s[1 : len(s)-1]; flags == Unscanned {
+		valid := utf8.Valid(body)
+		if valid && bytes.IndexByte(body, '\\') < 0 {
+			return string(body)
+		}
+		out = appendUnquote(make([]byte, 0, len(body)), body, valid)
+	} else {
+		out = AppendBodyValue(make([]byte, 0, len(body)), body, flags)
+	}
 	return unsafe.String(unsafe.SliceData(out), len(out)) // out is not kept
 }
 
@@ -165,21 +174,23 @@ func AppendStringValue(dst, s []byte, flags int) []byte {
 // (quotes excluded), or of a part of it cut where no escape is split, in
 // which String found flags.
 func AppendBodyValue(dst, part []byte, flags int) []byte {
-	if flags == 0 || flags == NonASCII && utf8.Valid(part) || flags == Unscanned && plain(part) {
+	if flags == Unscanned {
+		valid := utf8.Valid(part)
+		if valid && bytes.IndexByte(part, '\\') < 0 {
+			return append(dst, part...)
+		}
+		return appendUnquote(dst, part, valid)
+	}
+	if flags == 0 || flags == NonASCII && utf8.Valid(part) {
 		return append(dst, part...)
 	}
-	return appendUnquote(dst, part, flags&(NonASCII|Unscanned) == 0)
-}
-
-// plain reports whether the body of a valid JSON string is its own value:
-// no escape, and valid UTF-8.
-func plain(body []byte) bool {
-	return bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body)
+	return appendUnquote(dst, part, flags&NonASCII == 0)
 }
 
 // appendUnquote appends the body of a valid JSON string decoded as
 // encoding/json decodes it: escapes resolved, an unpaired surrogate escape
-// and each byte of invalid UTF-8 read as U+FFFD.
+// and each byte of invalid UTF-8 read as U+FFFD. ascii says s is ASCII or
+// valid UTF-8, so runs between escapes are copied as they are.
 func appendUnquote(out, s []byte, ascii bool) []byte {
 	for i := 0; i < len(s); {
 		if s[i] != '\\' {
