@@ -176,14 +176,19 @@ bench: ## run the Go benchmarks in benchstat's format (BENCH_COUNT=3), copied to
 	@! grep -Eq '^(FAIL|--- FAIL|panic:)' $(BENCH_OUT) || { echo "bench: a benchmark failed; see $(BENCH_OUT)" >&2; exit 1; }
 
 # Side by side with pi (npm @mariozechner/pi-coding-agent, pinned in
-# bench/pi/package-lock.json): installs pi only when asked, never in CI,
-# then prints compact-host's and pi's append, cut and load on the corpus
-# (../shared/corpus) with their ratios. BENCH_PI_MIN is the least time per
-# measurement; BENCH_PI_FLAGS passes more flags (-wall, -keep N).
+# bench/pi/package-lock.json): installs pi only when asked (and only when
+# the lock changed), never in CI, then prints compact-host's and pi's
+# append, cut and load on every session of ../shared/corpus and
+# ../shared/corpus-new and on a synthetic one of 10,000 messages, with
+# their ratios, all from one run. BENCH_PI_MIN is the least time per
+# measurement; BENCH_PI_FLAGS passes more flags (-wall, -keep N,
+# -corpus DIR,DIR, -synthetic N).
 BENCH_PI_MIN ?= 1s
 BENCH_PI_FLAGS ?=
 
 .PHONY: bench-pi
-bench-pi: ## install pi from npm into bench/pi and compare it with compact-host on the corpus
-	cd bench/pi && npm ci --no-audit --no-fund --ignore-scripts
+bench-pi: bench/pi/node_modules/.package-lock.json ## compare compact-host with pi (installed from npm into bench/pi) on the corpus
 	$(GO) run ./bench/pi/compare -min $(BENCH_PI_MIN) $(BENCH_PI_FLAGS)
+
+bench/pi/node_modules/.package-lock.json: bench/pi/package-lock.json
+	cd bench/pi && npm ci --no-audit --no-fund --ignore-scripts

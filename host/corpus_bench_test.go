@@ -132,3 +132,28 @@ func reportPerMessage(b *testing.B, cpu time.Duration, n int) {
 		}
 	}
 }
+
+// BenchmarkLoadSessionCorpus is LoadSession of the session log of each
+// corpus session (its messages appended through OpenSession).
+func BenchmarkLoadSessionCorpus(b *testing.B) {
+	for _, name := range corpusFiles {
+		b.Run(name, func(b *testing.B) {
+			msgs := corpusMessages(b, name)
+			e, err := New(Config{ContextWindow: 1 << 30, Tokenizer: "chars"})
+			require.NoError(b, err)
+			path := filepath.Join(b.TempDir(), "session.jsonl")
+			s, err := e.OpenSession(path)
+			require.NoError(b, err)
+			require.NoError(b, s.Append(msgs...))
+			require.NoError(b, s.Close())
+			b.ReportAllocs()
+			cpu := cputime.Process()
+			for b.Loop() {
+				if _, err := e.LoadSession(path); err != nil {
+					require.NoError(b, err)
+				}
+			}
+			reportPerMessage(b, cpu, len(msgs))
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/internal/jsondecode"
 	"github.com/compact-host/compact-host/host/internal/jsonl"
 	"github.com/compact-host/compact-host/host/internal/jsonscan"
 	"github.com/compact-host/compact-host/host/internal/tokens"
@@ -469,6 +470,9 @@ func invalidUTF8(line []byte) int {
 			i += n
 		}
 	}
+	if !bytes.Contains(line, []byte(`\u`)) {
+		return -1 // no \u escape, so no surrogate
+	}
 	for i := 0; i < len(line); i++ {
 		j := bytes.IndexByte(line[i:], '\\')
 		if j < 0 {
@@ -844,7 +848,7 @@ func (s *Session) replayLine(line []byte, lineno int) error {
 		return fmt.Errorf("%w: %w at byte %d of the line; JSON decoding would turn it into U+FFFD, so nothing was read (fix or remove the line)", ErrBadEntry, ErrInvalidUTF8, at+1)
 	}
 	var ent Entry
-	if err := json.Unmarshal(line, &ent); err != nil {
+	if err := jsondecode.Decode(line, &ent); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadEntry, err)
 	}
 	switch ent.Type {

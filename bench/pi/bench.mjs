@@ -1,7 +1,7 @@
 // Measures pi's session append, cut and load on the sessions the Go side
-// exported (canonical JSONL, one file per corpus session), and prints one
-// JSON object. Run by `go run ./bench/pi/compare` (make bench-pi); it
-// reads: node bench.mjs DIR.
+// exported (compact-host session logs, one file per session: message and
+// compaction entries), and prints one JSON object. Run by
+// `go run ./bench/pi/compare` (make bench-pi); it reads: node bench.mjs DIR.
 import { readdirSync, readFileSync, writeFileSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
@@ -22,9 +22,9 @@ const minSeconds = Number(process.env.MIN_SECONDS ?? 1);
 
 // toPi turns canonical messages into pi's: tool results become toolResult
 // messages, tool_use blocks toolCall blocks; system messages and images
-// have no pi equivalent here and are left out.
-function toPi(msgs) {
-	const names = new Map();
+// have no pi equivalent here and are left out. names maps tool call IDs to
+// tool names across calls.
+function toPi(msgs, names = new Map()) {
 	const out = [];
 	const ts = Date.now();
 	for (const m of msgs) {
@@ -100,21 +100,28 @@ const results = {};
 try {
 	for (const file of readdirSync(dir).filter((f) => f.endsWith(".jsonl")).sort()) {
 		const name = file.replace(/\.jsonl$/, "");
-		const canonical = readFileSync(join(dir, file), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+		const entries = readFileSync(join(dir, file), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+		const canonical = entries.filter((e) => e.type === "message").map((e) => e.message);
 		const msgs = toPi(canonical);
 		if (msgs.length === 0) continue;
 
 		const append = measure(() => session(msgs, 1));
 
 		const big = session(msgs, 10000);
-		const entries = big.getEntries();
-		const cut = measure(() => findCutPoint(entries, 0, entries.length, keepRecentTokens));
-		const prepare = measure(() => prepareCompaction(entries, { enabled: true, reserveTokens: 16384, keepRecentTokens }));
+		const bigEntries = big.getEntries();
+		const cut = measure(() => findCutPoint(bigEntries, 0, bigEntries.length, keepRecentTokens));
+		const prepare = measure(() => prepareCompaction(bigEntries, { enabled: true, reserveTokens: 16384, keepRecentTokens }));
 
-		// pi's own session file of the same conversation, as it writes it.
+		// pi's own session file of the same conversation, as it writes it:
+		// where the log has a compaction (the agent's), pi's compaction
+		// entry with the same summary, keeping nothing before it.
 		const path = join(tmp, name + ".jsonl");
 		const sm = SessionManager.inMemory("/tmp");
-		for (const m of msgs) sm.appendMessage(m);
+		const names = new Map();
+		for (const e of entries) {
+			if (e.type === "message") for (const m of toPi([e.message], names)) sm.appendMessage(m);
+			else if (e.type === "compaction") sm.appendCompaction(e.compaction.summary, null, e.compaction.tokens_before ?? 0);
+		}
 		writeFileSync(path, [sm.getHeader(), ...sm.getEntries()].map((e) => JSON.stringify(e)).join("\n") + "\n");
 		const bytes = statSync(path).size;
 		const load = measure(() => {

@@ -1,8 +1,6 @@
 package formats
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -13,153 +11,189 @@ import (
 // maxUsageTokens bounds one recorded token count; no provider reports more.
 const maxUsageTokens = 1 << 40
 
-// BilledRequests reads the usage an agent's session file records for the
-// model calls it made, in file order. Claude Code records message.usage
-// on every line of a response (the last is kept, once per response, its
-// cache writes split by TTL from cache_creation) and its subagents' in
-// their progress records; Codex records a token_count event after each
-// call (last_token_usage, whose input counts the cached part). Other
-// formats record no usage: nil, nil.
+// BilledRequests returns the usage the file records for the model calls
+// its agent made, in file order, as the reader found it in the same pass
+// over the file. Claude Code records message.usage on every line of a
+// response (the last is kept, once per response, its cache writes split
+// by TTL from cache_creation) and its subagents' in their progress
+// records; Codex records a token_count event after each call
+// (last_token_usage, whose input counts the cached part). Other formats
+// record no usage: nil, nil.
+//
+// A record whose usage cannot be read stops the usage there, not the
+// session: the calls before it are returned with a *ParseError naming its
+// line.
+func (s *Session) BilledRequests() ([]cost.Request, error) {
+	if s.billing == nil {
+		return nil, nil
+	}
+	return s.billing.reqs, s.billing.err
+}
+
+// BilledRequests reads the file in format (ClaudeCode or Codex) and
+// returns the usage it records (Session.BilledRequests); a file the
+// reader refuses is that error. Other formats record no usage: nil, nil.
 func BilledRequests(r io.Reader, format string) ([]cost.Request, error) {
-	br := bufio.NewReader(r)
-	switch format {
-	case ClaudeCode:
-		return claudeCodeBilled(br)
-	case Codex:
-		return codexBilled(br)
+	if format != ClaudeCode && format != Codex {
+		return nil, nil
 	}
-	return nil, nil
-}
-
-type ccBilledMessage struct {
-	ID    string `json:"id"`
-	Model string `json:"model"`
-	Usage *struct {
-		InputTokens              int64 `json:"input_tokens"`
-		OutputTokens             int64 `json:"output_tokens"`
-		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-		CacheCreation            *struct {
-			Ephemeral5m int64 `json:"ephemeral_5m_input_tokens"`
-			Ephemeral1h int64 `json:"ephemeral_1h_input_tokens"`
-		} `json:"cache_creation"`
-	} `json:"usage"`
-}
-
-func claudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
-	var out []cost.Request
-	at := map[string]int{} // response ID -> index in out
-	err := readJSONL(r, ClaudeCode, func(line []byte, n int) error {
-		var rec struct {
-			Type      string           `json:"type"`
-			Timestamp string           `json:"timestamp"`
-			Message   json.RawMessage  `json:"message"`
-			Data      *json.RawMessage `json:"data"`
-		}
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return err
-		}
-		var m ccBilledMessage
-		switch {
-		case rec.Type == "assistant" && len(rec.Message) > 0 && rec.Message[0] == '{':
-			if err := json.Unmarshal(rec.Message, &m); err != nil {
-				return fmt.Errorf("message: %v", err)
-			}
-		case rec.Type == "progress" && rec.Data != nil:
-			// A subagent's response, billed like the main conversation's.
-			var d struct {
-				Message *struct {
-					Message *ccBilledMessage `json:"message"`
-				} `json:"message"`
-			}
-			if json.Unmarshal(*rec.Data, &d) != nil || d.Message == nil || d.Message.Message == nil {
-				return nil
-			}
-			m = *d.Message.Message
-		default:
-			return nil
-		}
-		u := m.Usage
-		if u == nil || m.Model == "<synthetic>" {
-			return nil
-		}
-		write5m, write1h := u.CacheCreationInputTokens, int64(0)
-		if c := u.CacheCreation; c != nil && c.Ephemeral5m+c.Ephemeral1h > 0 {
-			write5m, write1h = c.Ephemeral5m, c.Ephemeral1h
-			if rest := u.CacheCreationInputTokens - write5m - write1h; rest > 0 {
-				write5m += rest
-			}
-		}
-		req, err := billed(rec.Timestamp, m.Model, u.InputTokens, u.CacheReadInputTokens, write5m, write1h, u.OutputTokens)
-		if err != nil {
-			return err
-		}
-		if i, ok := at[m.ID]; ok && m.ID != "" {
-			req.Time = out[i].Time // the response's first line is when it began
-			out[i] = req
-			return nil
-		}
-		at[m.ID] = len(out)
-		out = append(out, req)
-		return nil
-	})
-	return out, err
-}
-
-func codexBilled(r *bufio.Reader) ([]cost.Request, error) {
-	type tokenUsage struct {
-		InputTokens       int64 `json:"input_tokens"`
-		CachedInputTokens int64 `json:"cached_input_tokens"`
-		OutputTokens      int64 `json:"output_tokens"`
+	s, err := Read(r, format)
+	if s == nil {
+		return nil, err
 	}
-	var out []cost.Request
-	model := ""
-	var lastTotal *tokenUsage
-	err := readJSONL(r, Codex, func(line []byte, n int) error {
-		var l struct {
-			Timestamp string `json:"timestamp"`
-			Type      string `json:"type"`
-			Payload   struct {
-				Type  string `json:"type"`
-				Model string `json:"model"`
-				Info  *struct {
-					Total *tokenUsage `json:"total_token_usage"`
-					Last  *tokenUsage `json:"last_token_usage"`
-				} `json:"info"`
-			} `json:"payload"`
-		}
-		if err := json.Unmarshal(line, &l); err != nil {
-			return err
-		}
-		switch {
-		case l.Type == "turn_context" && l.Payload.Model != "":
-			model = l.Payload.Model
-		case l.Type == "event_msg" && l.Payload.Type == "token_count" && l.Payload.Info != nil && l.Payload.Info.Last != nil:
-			// Codex repeats a token_count with the same totals when
-			// nothing was called in between.
-			if t := l.Payload.Info.Total; t != nil {
-				if lastTotal != nil && *t == *lastTotal {
-					return nil
-				}
-				lastTotal = t
-			}
-			u := l.Payload.Info.Last
-			if u.CachedInputTokens > u.InputTokens {
-				return fmt.Errorf("token_count: cached_input_tokens %d exceeds input_tokens %d", u.CachedInputTokens, u.InputTokens)
-			}
-			req, err := billed(l.Timestamp, model, u.InputTokens-u.CachedInputTokens, u.CachedInputTokens, 0, 0, u.OutputTokens)
-			if err != nil {
-				return err
-			}
-			out = append(out, req)
-		}
-		return nil
-	})
-	return out, err
+	reqs, uerr := s.BilledRequests()
+	if uerr != nil {
+		return reqs, uerr
+	}
+	return reqs, err
 }
 
-// billed checks recorded token counts and makes a request of them.
-func billed(timestamp, model string, input, read, write5m, write1h, output int64) (cost.Request, error) {
+// billing collects the recorded usage as a reader reads the records.
+type billing struct {
+	format string
+	reqs   []cost.Request
+	err    error
+	// Claude Code: response ID -> index in reqs.
+	at map[string]int
+	// Codex: the model of the latest turn_context, and the latest totals.
+	model     string
+	lastTotal *codexUsage
+}
+
+// codexUsage is a token_count's total or last usage.
+type codexUsage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+}
+
+// startBilling sets up the usage collection of s's reader.
+func startBilling(s *Session, format string) *billing {
+	s.billing = &billing{format: format, at: map[string]int{}}
+	return s.billing
+}
+
+// done reports whether the usage stopped at an earlier record.
+func (b *billing) done() bool { return b.err != nil }
+
+// fail stops the usage at line n.
+func (b *billing) fail(n int, err error) {
+	b.err = &ParseError{Line: n, Offset: -1, Format: b.format, Reason: jsonReason(err), Err: err}
+}
+
+// claudeCode collects the usage of record rec at line n: an assistant
+// line's, or a subagent's response in a progress record.
+func (b *billing) claudeCode(rec *ccRecord, n int) {
+	if b.done() {
+		return
+	}
+	var m *ccMessage
+	switch {
+	case rec.Type == "assistant" && rec.Message != nil:
+		m = rec.Message
+	case rec.Type == "progress" && rec.Data != nil && rec.Data.Message != nil && rec.Data.Message.Message != nil:
+		m = rec.Data.Message.Message
+	default:
+		return
+	}
+	fail := func(err error) {
+		if rec.Type == "assistant" { // a progress record's usage is only read when it reads
+			b.fail(n, fmt.Errorf("message: %v", err))
+		}
+	}
+	var model string
+	if err := decodeString(m.Model, &model); len(m.Model) > 0 && err != nil {
+		fail(err)
+		return
+	}
+	u := m.Usage
+	var split *struct {
+		Ephemeral5m int64 `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1h int64 `json:"ephemeral_1h_input_tokens"`
+	}
+	if u != nil && len(u.CacheCreation) > 0 {
+		if err := decodeChecked(u.CacheCreation, &split); err != nil {
+			fail(err)
+			return
+		}
+	}
+	if u == nil || model == "<synthetic>" {
+		return
+	}
+	write5m, write1h := int64(u.CacheCreationInputTokens), int64(0)
+	if c := split; c != nil && c.Ephemeral5m+c.Ephemeral1h > 0 {
+		write5m, write1h = c.Ephemeral5m, c.Ephemeral1h
+		if rest := int64(u.CacheCreationInputTokens) - write5m - write1h; rest > 0 {
+			write5m += rest
+		}
+	}
+	req, err := billed(rec.Timestamp, model, int64(u.InputTokens), int64(u.CacheReadInputTokens), write5m, write1h, int64(u.OutputTokens))
+	if err != nil {
+		b.fail(n, err)
+		return
+	}
+	if i, ok := b.at[m.ID]; ok && m.ID != "" {
+		req.Time = b.reqs[i].Time // the response's first line is when it began
+		b.reqs[i] = req
+		return
+	}
+	b.at[m.ID] = len(b.reqs)
+	b.reqs = append(b.reqs, req)
+}
+
+// codexTurn notes the model of a turn_context record at line n.
+func (b *billing) codexTurn(payload []byte, n int) {
+	if b.done() {
+		return
+	}
+	var tc struct {
+		Model string `json:"model"`
+	}
+	if err := decodeChecked(payload, &tc); err != nil {
+		b.fail(n, err)
+		return
+	}
+	if tc.Model != "" {
+		b.model = tc.Model
+	}
+}
+
+// codexTokens collects the usage of a token_count event at line n.
+func (b *billing) codexTokens(timestamp borrowedRaw, tc *codexTokenCount, n int) {
+	if b.done() || tc.Info == nil || tc.Info.Last == nil {
+		return
+	}
+	// Codex repeats a token_count with the same totals when nothing was
+	// called in between.
+	if len(tc.Info.Total) > 0 {
+		var t *codexUsage
+		if err := decodeChecked(tc.Info.Total, &t); err != nil {
+			b.fail(n, err)
+			return
+		}
+		if t != nil {
+			if b.lastTotal != nil && *t == *b.lastTotal {
+				return
+			}
+			b.lastTotal = t
+		}
+	}
+	u := tc.Info.Last
+	if u.CachedInputTokens > u.InputTokens {
+		b.fail(n, fmt.Errorf("token_count: cached_input_tokens %d exceeds input_tokens %d", u.CachedInputTokens, u.InputTokens))
+		return
+	}
+	req, err := billed(timestamp, b.model, int64(u.InputTokens-u.CachedInputTokens), int64(u.CachedInputTokens), 0, 0, int64(u.OutputTokens))
+	if err != nil {
+		b.fail(n, err)
+		return
+	}
+	b.reqs = append(b.reqs, req)
+}
+
+// billed checks recorded token counts and makes a request of them; the
+// time is the record's timestamp, when it reads as one.
+func billed(timestamp borrowedRaw, model string, input, read, write5m, write1h, output int64) (cost.Request, error) {
 	for _, f := range []struct {
 		name string
 		n    int64
@@ -170,7 +204,13 @@ func billed(timestamp, model string, input, read, write5m, write1h, output int64
 	}
 	req := cost.Request{Model: model, Input: int(input), CacheRead: int(read),
 		CacheWrite5m: int(write5m), CacheWrite1h: int(write1h), Output: int(output)}
-	if t, err := time.Parse(time.RFC3339Nano, timestamp); err == nil {
+	var ts string
+	if len(timestamp) > 0 {
+		if err := decodeString(timestamp, &ts); err != nil {
+			return cost.Request{}, err
+		}
+	}
+	if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
 		req.Time = t
 	}
 	return req, nil

@@ -32,16 +32,22 @@ type ccRecord struct {
 		Trigger   string `json:"trigger"`
 		PreTokens int    `json:"preTokens"`
 	} `json:"compactMetadata"`
+
+	// Read for the usage only (BilledRequests).
+	Timestamp borrowedRaw `json:"timestamp"`
 }
 
 type ccMessage struct {
 	ID      string          `json:"id"`
+	Model   borrowedRaw     `json:"model"` // read for the usage only
 	Content json.RawMessage `json:"content"`
 	Usage   *struct {
 		InputTokens              int `json:"input_tokens"`
 		OutputTokens             int `json:"output_tokens"`
 		CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
 		CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+
+		CacheCreation borrowedRaw `json:"cache_creation"` // read for the usage only
 	} `json:"usage"`
 }
 
@@ -97,6 +103,7 @@ func (b *ccBuilder) add(rec *ccRecord, blocks []abi.Block, n int) (int, bool) {
 
 func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 	main := &ccBuilder{lastAssistant: -1}
+	bill := startBilling(s, ClaudeCode)
 	pendingSummary := -1         // compaction waiting for its summary message
 	lineMsg := map[string]bool{} // uuids of the message lines read
 	var copies map[string]bool   // uuids of the copies a compaction kept
@@ -134,6 +141,7 @@ func readClaudeCodeTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 		if err := decode(line, &rec); err != nil {
 			return err
 		}
+		bill.claudeCode(&rec, n)
 		switch rec.Type {
 		case "user", "assistant":
 		case "system":

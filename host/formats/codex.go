@@ -12,8 +12,9 @@ import (
 )
 
 type codexLine struct {
-	Type    string          `json:"type"`
-	Payload json.RawMessage `json:"payload"`
+	Type      string          `json:"type"`
+	Payload   json.RawMessage `json:"payload"`
+	Timestamp borrowedRaw     `json:"timestamp"` // read for the usage only
 }
 
 // codexItem is a Responses API item as Codex records it (response_item
@@ -35,7 +36,8 @@ type codexItem struct {
 
 type codexTokenCount struct {
 	Info *struct {
-		Last *struct {
+		Total borrowedRaw `json:"total_token_usage"` // read for the usage only
+		Last  *struct {
 			InputTokens       int `json:"input_tokens"`
 			CachedInputTokens int `json:"cached_input_tokens"`
 			OutputTokens      int `json:"output_tokens"`
@@ -197,6 +199,7 @@ func readCodex(r *bufio.Reader, s *Session) error {
 func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 	b := newCodexBuilder(s.Skipped)
 	b.tr = tr
+	bill := startBilling(s, Codex)
 	lastCompacted := 0 // the line of the latest compacted record
 	err := readJSONL(r, Codex, func(line []byte, n int) error {
 		b.line = n
@@ -285,6 +288,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			if err := decodeChecked(l.Payload, &tc); err != nil {
 				return fmt.Errorf("token_count: %s", jsonReason(err))
 			}
+			bill.codexTokens(l.Timestamp, &tc, n)
 			// A token_count ends a model response.
 			b.assistant = -1
 			if tc.Info == nil || tc.Info.Last == nil || b.usage < 0 {
@@ -295,6 +299,9 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			cached := min(u.CachedInputTokens, u.InputTokens)
 			b.msgs[b.usage].Usage = &abi.Usage{InputTokens: u.InputTokens - cached, CacheReadTokens: cached, OutputTokens: u.OutputTokens}
 			b.usage = -1
+		case "turn_context":
+			bill.codexTurn(l.Payload, n)
+			s.Skipped[l.Type]++
 		case "":
 			return errors.New(`expected a record with a "type"`)
 		default:

@@ -130,6 +130,8 @@ type Session struct {
 	// Code Task/Agent sidechains and agent_progress lines): not part of
 	// the context the agent sends, so kept out of Messages.
 	Subagents []Subagent
+	// billing is the usage the reader found (BilledRequests).
+	billing *billing
 	// LogCompactions are the compaction entries of a host session log read
 	// as Canonical, in order.
 	LogCompactions []LogCompaction

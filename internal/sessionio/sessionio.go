@@ -168,7 +168,7 @@ func ReadWith(e *host.Engine, name string, data []byte, format string, o ReadOpt
 			in.HistoryTokens = countMessages(e, sess.Messages)
 		}
 		describeFile(e, in, sess)
-		in.Requests = billedRequests(in, name, data, sess.Format)
+		in.Requests = billedRequests(in, name, sess)
 		in.Overhead = overhead(e, sess, msgs, o)
 		if sess.Request != nil {
 			rememberRequest(in.Session, sess.Request)
@@ -320,12 +320,12 @@ func Write(w io.Writer, s *host.Session, format string) error {
 	return fmt.Errorf("output format %q: want %s", format, strings.Join(Writable, ", "))
 }
 
-// billedRequests reads the usage the file records. A file whose usage
-// cannot be read is still a session: the reason becomes a warning and the
-// calls read before it are kept.
-func billedRequests(in *Input, name string, data []byte, format string) []cost.Request {
-	reqs, err := formats.BilledRequests(bytes.NewReader(data), format)
-	if err != nil && !errors.Is(err, formats.ErrTornLine) { // a torn line is warned of already
+// billedRequests is the usage the file records, which its reader read. A
+// file whose usage cannot be read is still a session: the reason becomes
+// a warning and the calls read before it are kept.
+func billedRequests(in *Input, name string, sess *formats.Session) []cost.Request {
+	reqs, err := sess.BilledRequests()
+	if err != nil {
 		in.Warnings = append(in.Warnings, fmt.Sprintf("%s: the recorded usage stops at %v; %d model calls were read", name, err, len(reqs)))
 	}
 	return reqs

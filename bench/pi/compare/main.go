@@ -1,11 +1,12 @@
 //go:build unix
 
 // Command compare measures compact-host's session append, plan and load on
-// the shared corpus, runs the same measurements on pi's engine
-// (bench/pi/bench.mjs, npm @mariozechner/pi-coding-agent) and prints both
-// with their ratios. make bench-pi installs pi and runs it:
+// the shared corpus (../shared/corpus and ../shared/corpus-new) and on a
+// synthetic session of 10,000 messages, runs the same measurements on pi's
+// engine (bench/pi/bench.mjs, npm @mariozechner/pi-coding-agent) and prints
+// both with their ratios. make bench-pi installs pi and runs it:
 //
-//	go run ./bench/pi/compare [-corpus DIR] [-node node] [-keep 40000] [-min 1s]
+//	go run ./bench/pi/compare [-corpus DIR,DIR] [-node node] [-keep 40000] [-min 1s]
 //
 // Times are CPU time of the process per operation (user + system), which
 // stays meaningful on a shared machine where wall time measures the queue;
@@ -18,9 +19,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -28,24 +31,29 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/formats"
+	"github.com/compact-host/compact-host/internal/sessionio"
+	"github.com/compact-host/compact-host/plugins/pluginstest"
 )
 
 type options struct {
 	corpus, node, script string
 	keep                 int
+	synthetic            int
 	min                  time.Duration
 	wall                 bool
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.corpus, "corpus", "", "directory of the corpus sessions (default: ../shared/corpus above the module root)")
-	flag.StringVar(&o.node, "node", "node", "the Node.js binary that runs bench/pi/bench.mjs")
-	flag.StringVar(&o.script, "script", "", "pi's side of the measurement (default: bench/pi/bench.mjs in the module)")
-	flag.IntVar(&o.keep, "keep", 40000, "tokens kept verbatim by the cut (both engines)")
-	flag.DurationVar(&o.min, "min", time.Second, "least time spent on each measurement")
-	flag.BoolVar(&o.wall, "wall", false, "report wall time instead of CPU time")
-	flag.Parse()
+	fs := flag.NewFlagSet("compare", flag.ExitOnError)
+	fs.StringVar(&o.corpus, "corpus", "", "comma-separated directories of agent sessions (default: ../shared/corpus and ../shared/corpus-new above the module root)")
+	fs.StringVar(&o.node, "node", "node", "the Node.js binary that runs bench/pi/bench.mjs")
+	fs.StringVar(&o.script, "script", "", "pi's side of the measurement (default: bench/pi/bench.mjs in the module)")
+	fs.IntVar(&o.keep, "keep", 40000, "tokens kept verbatim by the cut (both engines)")
+	fs.IntVar(&o.synthetic, "synthetic", 10000, "messages of the synthetic session also measured (0: none)")
+	fs.DurationVar(&o.min, "min", time.Second, "least time spent on each measurement")
+	fs.BoolVar(&o.wall, "wall", false, "report wall time instead of CPU time")
+	_ = fs.Parse(os.Args[1:])
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -55,11 +63,12 @@ func main() {
 // ours are compact-host's figures for one session, in nanoseconds.
 type ours struct {
 	messages         int
+	compactions      int
 	appendPerMessage float64
 	plan             float64
 	planMessages     int
-	importBytes      int
-	importNs         float64
+	fileBytes        int
+	fileNs           float64
 	logBytes         int
 	logNs            float64
 }
@@ -79,47 +88,68 @@ type pis struct {
 	LoadCPU             float64 `json:"load_cpu_ns"`
 }
 
+// session is one conversation both engines read: an agent's file (nil
+// for the synthetic session) and what its reader found in it.
+type session struct {
+	name string
+	data []byte
+	sess *formats.Session
+}
+
 func run(o options) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
-	if o.corpus == "" {
-		o.corpus = filepath.Join(root, "..", "shared", "corpus")
+	dirs := []string{filepath.Join(root, "..", "shared", "corpus"), filepath.Join(root, "..", "shared", "corpus-new")}
+	if o.corpus != "" {
+		dirs = strings.Split(o.corpus, ",")
 	}
 	if o.script == "" {
 		o.script = filepath.Join(root, "bench", "pi", "bench.mjs")
 	}
-	files, err := os.ReadDir(o.corpus)
-	if err != nil {
-		return fmt.Errorf("%w (set -corpus to the directory of the corpus sessions)", err)
+	var sessions []session
+	for _, dir := range dirs {
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("%w (set -corpus to the directories of the agent sessions)", err)
+		}
+		for _, f := range files {
+			if f.IsDir() {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(dir, f.Name()))
+			if err != nil {
+				return err
+			}
+			sess, err := formats.Read(bytes.NewReader(data), "")
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "compare: %s left out: %s\n", f.Name(), strings.SplitN(err.Error(), ";", 2)[0])
+				continue
+			}
+			sessions = append(sessions, session{name: f.Name(), data: data, sess: sess})
+		}
+	}
+	if o.synthetic > 0 {
+		sessions = append(sessions, session{name: fmt.Sprintf("synthetic-%dk", o.synthetic/1000),
+			sess: &formats.Session{Messages: pluginstest.LongSession(o.synthetic)}})
 	}
 	tmp, err := os.MkdirTemp("", "compact-host-bench-pi-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	if err := os.MkdirAll(filepath.Join(tmp, "sessions"), 0o755); err != nil {
+		return err
+	}
 
 	mine := map[string]ours{}
-	var names []string
-	for _, f := range files {
-		if f.IsDir() {
-			continue
-		}
-		name := f.Name()
-		res, msgs, err := measureOurs(o, filepath.Join(o.corpus, name), tmp)
+	for _, s := range sessions {
+		res, err := measureOurs(o, s, tmp)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
-		var buf bytes.Buffer
-		if err := formats.Write(&buf, formats.Canonical, msgs); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(tmp, "sessions", name+".jsonl"), buf.Bytes(), 0o644); err != nil {
-			return err
-		}
-		mine[name] = res
-		names = append(names, name)
+		mine[s.name] = res
 	}
 
 	cmd := exec.Command(o.node, o.script, filepath.Join(tmp, "sessions"))
@@ -143,9 +173,10 @@ func run(o options) error {
 	}
 	fmt.Printf("compact-host vs pi %s (node %s), %s time; ratio = compact-host ÷ pi (below 1: compact-host is faster)\n\n", pi.Version, pi.Node, clock)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "session\tappend µs/msg\tpi\tratio\tplan@10k µs\tpi cut\tratio\tpi prepare\timport MB/s\tlog load ms\tpi load ms\tratio\t")
-	for _, name := range names {
-		m, p := mine[name], pi.Results[name]
+	fmt.Fprintln(w, "session\tmsgs\tcompactions\tappend µs/msg\tpi\tratio\tplan@10k µs\tpi cut\tratio\tpi prepare\tfile read ms\tMB/s\tlog load ms\tpi load ms\tratio\t")
+	lo, hi, met := math.Inf(1), 0.0, 0
+	for _, s := range sessions {
+		m, p := mine[s.name], pi.Results[s.name]
 		pick := func(wall, cpu float64) float64 {
 			if o.wall {
 				return wall
@@ -153,17 +184,30 @@ func run(o options) error {
 			return cpu
 		}
 		pAppend, pCut, pPrep, pLoad := pick(p.AppendNsPerMessage, p.AppendCPUPerMessage), pick(p.CutNs, p.CutCPU), pick(p.PrepareNs, p.PrepareCPU), pick(p.LoadNs, p.LoadCPU)
-		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%.3f\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t\n", name,
+		file, rate := "-", "-"
+		if m.fileBytes > 0 {
+			file, rate = fmt.Sprintf("%.2f", m.fileNs/1e6), fmt.Sprintf("%.0f", float64(m.fileBytes)/(m.fileNs/1e9)/1e6)
+		}
+		load := ratio(m.logNs, pLoad)
+		lo, hi = min(lo, load), max(hi, load)
+		if load <= 0.5 {
+			met++
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%.3f\t%.1f\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n", strings.TrimSuffix(s.name, ".jsonl"),
+			m.messages, m.compactions,
 			m.appendPerMessage/1e3, pAppend/1e3, ratio(m.appendPerMessage, pAppend),
 			m.plan/1e3, pCut/1e3, ratio(m.plan, pCut), pPrep/1e3,
-			float64(m.importBytes)/(m.importNs/1e9)/1e6, m.logNs/1e6, pLoad/1e6, ratio(m.logNs, pLoad))
+			file, rate, m.logNs/1e6, pLoad/1e6, load)
 	}
 	w.Flush()
+	fmt.Printf("\nlog load ratio %.2f–%.2f; at most 0.5 on %d of %d sessions\n", lo, hi, met, len(sessions))
 	fmt.Println("\nappend: every message of the session appended to a new in-memory session (compact-host: token estimate and file")
 	fmt.Println("operations included; pi: appendMessage). plan@10k: Engine.Plan on the session repeated to 10,000 messages; pi cut:")
-	fmt.Println("findCutPoint on the same, pi prepare: prepareCompaction. import: the corpus file read in its agent's format.")
-	fmt.Println("log load: each engine's own session log of the conversation read back (compact-host LoadSession; pi")
-	fmt.Println("SessionManager.open and buildSessionContext). Message counts differ: pi splits tool results into messages.")
+	fmt.Println("findCutPoint on the same, pi prepare: prepareCompaction. file read: the agent's file read as compact-host reads it")
+	fmt.Println("(sessionio.Read: the live context, the recorded usage, the agent's overhead). log load: each engine's own session")
+	fmt.Println("log of the conversation, the agent's compactions included as compaction entries, read back to the context it")
+	fmt.Println("sends (compact-host LoadSession; pi SessionManager.open and buildSessionContext). Message counts differ: pi splits")
+	fmt.Println("tool results into messages of their own.")
 	return nil
 }
 
@@ -174,18 +218,11 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// measureOurs measures compact-host on one corpus file.
-func measureOurs(o options, path, tmp string) (ours, []abi.Message, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ours{}, nil, err
-	}
-	sess, err := formats.Read(bytes.NewReader(data), "")
-	if err != nil {
-		return ours{}, nil, err
-	}
-	msgs := sess.Messages
-	res := ours{messages: len(msgs), importBytes: len(data)}
+// measureOurs measures compact-host on one session and writes its log to
+// tmp/sessions, where bench.mjs reads the same conversation for pi.
+func measureOurs(o options, s session, tmp string) (ours, error) {
+	msgs := s.sess.Messages
+	res := ours{messages: len(msgs), compactions: len(s.sess.AgentCompactions), fileBytes: len(s.data)}
 	var failed error
 	note := func(err error) {
 		if err != nil && failed == nil {
@@ -194,10 +231,12 @@ func measureOurs(o options, path, tmp string) (ours, []abi.Message, error) {
 	}
 	e, err := host.New(host.Config{ContextWindow: 1 << 30, MaxOutputTokens: 32000, Tokenizer: "chars"})
 	if err != nil {
-		return res, nil, err
+		return res, err
 	}
 
-	res.importNs = measure(o, func() { _, err := formats.Read(bytes.NewReader(data), ""); note(err) })
+	if s.data != nil {
+		res.fileNs = measure(o, func() { _, err := sessionio.Read(e, s.name, s.data, ""); note(err) })
+	}
 	res.appendPerMessage = measure(o, func() { note(e.NewSession().Append(msgs...)) }) / float64(len(msgs))
 
 	big := e.NewSession()
@@ -206,7 +245,7 @@ func measureOurs(o options, path, tmp string) (ours, []abi.Message, error) {
 			m.ID = fmt.Sprintf("r%d-%s", round, m.ID)
 			m.Pinned = m.Pinned && round == 0
 			if err := big.Append(m); err != nil {
-				return res, nil, err
+				return res, err
 			}
 		}
 	}
@@ -218,25 +257,68 @@ func measureOurs(o options, path, tmp string) (ours, []abi.Message, error) {
 		}
 	})
 
-	if err := os.MkdirAll(filepath.Join(tmp, "sessions"), 0o755); err != nil {
-		return res, nil, err
-	}
-	logPath := filepath.Join(tmp, filepath.Base(path)+".log.jsonl")
-	s, err := e.OpenSession(logPath)
+	logPath := filepath.Join(tmp, "sessions", s.name+".jsonl")
+	log, err := sessionLog(s.sess)
 	if err != nil {
-		return res, nil, err
+		return res, err
 	}
-	if err := s.Append(msgs...); err != nil {
-		return res, nil, err
+	if err := os.WriteFile(logPath, log, 0o644); err != nil {
+		return res, err
 	}
-	if err := s.Close(); err != nil {
-		return res, nil, err
-	}
-	if st, err := os.Stat(logPath); err == nil {
-		res.logBytes = int(st.Size())
+	res.logBytes = len(log)
+	if _, err := e.LoadSession(logPath); err != nil {
+		return res, fmt.Errorf("its log does not load: %w", err)
 	}
 	res.logNs = measure(o, func() { _, err := e.LoadSession(logPath); note(err) })
-	return res, msgs, failed
+	return res, failed
+}
+
+// sessionLog is the session log of the conversation as the engine writes
+// it, one entry a line: its messages, and where the agent compacted, a
+// compaction entry folding every message before it, whose summary is the
+// agent's (with the text of the history it kept in place of the folded
+// messages, as Codex keeps the user's messages). bench.mjs writes pi's
+// log of the same conversation from it.
+func sessionLog(sess *formats.Session) ([]byte, error) {
+	var out bytes.Buffer
+	write := func(e host.Entry) error {
+		line, err := json.Marshal(e) // as the engine's log writer encodes
+		if err != nil {
+			return err
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+		return nil
+	}
+	next := 0
+	for k, c := range sess.AgentCompactions {
+		for ; next < c.FirstKept; next++ {
+			if err := write(host.Entry{Type: host.EntryMessage, Message: &sess.Messages[next]}); err != nil {
+				return nil, err
+			}
+		}
+		if next == 0 {
+			continue
+		}
+		summary := []string{c.Summary}
+		for i := range c.Replacement {
+			if t := c.Replacement[i].Text(); t != "" && c.Replacement[i].Role != abi.RoleSystem {
+				summary = append(summary, t)
+			}
+		}
+		comp := host.Compaction{ID: fmt.Sprintf("agent-%d", k+1), FoldedThrough: sess.Messages[next-1].ID,
+			Summary: strings.TrimSpace(strings.Join(summary, "\n\n")), Strategy: "agent", TokensBefore: c.PreTokens,
+			MessagesFolded: next, Time: time.Unix(0, 0).UTC()}
+		if err := write(host.Entry{Type: host.EntryCompaction, Compaction: &comp}); err != nil {
+			return nil, err
+		}
+	}
+	for ; next < len(sess.Messages); next++ {
+		if err := write(host.Entry{Type: host.EntryMessage, Message: &sess.Messages[next]}); err != nil {
+			return nil, err
+		}
+	}
+	return out.Bytes(), nil
 }
 
 // measure runs fn for at least o.min and returns nanoseconds per call, of

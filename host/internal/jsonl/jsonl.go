@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -101,7 +102,8 @@ type pos struct {
 }
 
 // Read calls fn for every complete line of the regular file at path, in
-// order. A last line without its newline is not passed to fn; it is
+// order; fn must not keep the line, whose bytes are reused once it
+// returns. A last line without its newline is not passed to fn; it is
 // returned as Torn. It stops with ctx's error when ctx is done.
 func Read(ctx context.Context, path string, opts Options, fn func(line []byte, lineno int) error) (*Torn, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|openNonblock, 0)
@@ -165,28 +167,33 @@ func scan(ctx context.Context, r io.Reader, path string, from pos, max int64, fn
 	if max > 0 {
 		r = &capped{r: r, left: max - from.offset + 1}
 	}
-	br := bufio.NewReaderSize(r, 1<<16)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil)
+		readers.Put(br)
+	}()
 	at := from
-	var buf []byte
+	var buf []byte // a line longer than br's buffer
 	for {
 		if at.line%256 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, at, fmt.Errorf("%s: read stopped at line %d: %w", path, at.line, err)
 			}
 		}
-		buf = buf[:0]
-		var err error
-		for {
-			var chunk []byte
-			chunk, err = br.ReadSlice('\n')
-			buf = append(buf, chunk...)
-			if !errors.Is(err, bufio.ErrBufferFull) {
-				break
+		// A line is read in place in br's buffer when it fits.
+		rec, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			buf = append(buf[:0], rec...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				rec, err = br.ReadSlice('\n')
+				buf = append(buf, rec...)
 			}
+			rec = buf
 		}
 		if err == io.EOF {
-			if len(buf) > 0 {
-				return &Torn{Line: at.line + 1, Offset: at.offset, Bytes: len(buf)}, at, nil
+			if len(rec) > 0 {
+				return &Torn{Line: at.line + 1, Offset: at.offset, Bytes: len(rec)}, at, nil
 			}
 			return nil, at, nil
 		}
@@ -196,7 +203,7 @@ func scan(ctx context.Context, r io.Reader, path string, from pos, max int64, fn
 		if err != nil {
 			return nil, at, fmt.Errorf("%s: %w", path, err)
 		}
-		line := buf[:len(buf)-1]
+		line := rec[:len(rec)-1]
 		if n := len(line); n > 0 && line[n-1] == '\r' {
 			line = line[:n-1]
 		}
@@ -206,9 +213,12 @@ func scan(ctx context.Context, r io.Reader, path string, from pos, max int64, fn
 			}
 		}
 		at.line++
-		at.offset += int64(len(buf))
+		at.offset += int64(len(rec))
 	}
 }
+
+// readers are the buffers scan reads through, kept for the next scan.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1<<16) }}
 
 // Open reads the log at path like Read and opens it for appending, creating
 // it if needed. A torn tail is moved to "<path>.torn-<unix nanos>" and cut

@@ -39,9 +39,9 @@ type Scanner struct {
 	// encoding/json may refuse it as out of range.
 	Float64 bool
 	// Checked says the text was checked already (a scan of a value holding
-	// it said OK): Members then skips objects and arrays without checking
-	// them again (Skip). Members still reads keys and string values with
-	// String, for their flags.
+	// it said OK): Members then skips objects, arrays and string values
+	// without checking them again (Skip; a string value's flags are
+	// Unscanned). Members still reads keys with String.
 	Checked bool
 }
 
@@ -59,6 +59,9 @@ const (
 	Escape        = 1 << iota // a backslash escape
 	NonASCII                  // a byte of a multi-byte (or invalid) UTF-8 sequence
 	UnicodeEscape             // a \u escape (with Escape): the only escape that can spell a newline or a letter
+	// Unscanned: String did not look (a checked Members crosses string
+	// values a quote at a time); the string may hold anything above.
+	Unscanned
 )
 
 // Bit tricks on eight bytes at once (Hacker's Delight 6-1): (x-lsb)&^x&msb
@@ -148,7 +151,16 @@ func StringValue(s []byte, flags int) string {
 	if flags == 0 || flags == NonASCII && utf8.Valid(s) {
 		return string(s[1 : len(s)-1])
 	}
-	out := AppendStringValue(make([]byte, 0, len(s)-2), s, flags)
+	var out []byte
+	if body := s[1 : len(s)-1]; flags == Unscanned {
+		valid := utf8.Valid(body)
+		if valid && bytes.IndexByte(body, '\\') < 0 {
+			return string(body)
+		}
+		out = appendUnquote(make([]byte, 0, len(body)), body, valid)
+	} else {
+		out = AppendBodyValue(make([]byte, 0, len(body)), body, flags)
+	}
 	return unsafe.String(unsafe.SliceData(out), len(out)) // out is not kept
 }
 
@@ -162,6 +174,13 @@ func AppendStringValue(dst, s []byte, flags int) []byte {
 // (quotes excluded), or of a part of it cut where no escape is split, in
 // which String found flags.
 func AppendBodyValue(dst, part []byte, flags int) []byte {
+	if flags == Unscanned {
+		valid := utf8.Valid(part)
+		if valid && bytes.IndexByte(part, '\\') < 0 {
+			return append(dst, part...)
+		}
+		return appendUnquote(dst, part, valid)
+	}
 	if flags == 0 || flags == NonASCII && utf8.Valid(part) {
 		return append(dst, part...)
 	}
@@ -170,7 +189,8 @@ func AppendBodyValue(dst, part []byte, flags int) []byte {
 
 // appendUnquote appends the body of a valid JSON string decoded as
 // encoding/json decodes it: escapes resolved, an unpaired surrogate escape
-// and each byte of invalid UTF-8 read as U+FFFD.
+// and each byte of invalid UTF-8 read as U+FFFD. ascii says s is ASCII or
+// valid UTF-8, so runs between escapes are copied as they are.
 func appendUnquote(out, s []byte, ascii bool) []byte {
 	for i := 0; i < len(s); {
 		if s[i] != '\\' {
@@ -444,7 +464,9 @@ func (sc Scanner) Members(b []byte, out []Member) ([]Member, Status) {
 		j = SkipWS(b, j+1)
 		m := Member{Key: b[i+1 : kend-1], KeyFlags: kflags, Start: j}
 		var st Status
-		if j < len(b) && b[j] == '"' {
+		if j < len(b) && b[j] == '"' && sc.Checked {
+			m.End, m.ValFlags = skipString(b, j), Unscanned
+		} else if j < len(b) && b[j] == '"' {
 			if m.End, m.ValFlags = String(b, j); m.ValFlags < 0 {
 				st = Bad
 			}
