@@ -60,6 +60,7 @@ func claudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
 			return err
 		}
 		var m ccBilledMessage
+		thread := ""
 		switch {
 		case rec.Type == "assistant" && len(rec.Message) > 0 && rec.Message[0] == '{':
 			if err := json.Unmarshal(rec.Message, &m); err != nil {
@@ -68,6 +69,7 @@ func claudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
 		case rec.Type == "progress" && rec.Data != nil:
 			// A subagent's response, billed like the main conversation's.
 			var d struct {
+				AgentID string `json:"agentId"`
 				Message *struct {
 					Message *ccBilledMessage `json:"message"`
 				} `json:"message"`
@@ -75,7 +77,7 @@ func claudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
 			if json.Unmarshal(*rec.Data, &d) != nil || d.Message == nil || d.Message.Message == nil {
 				return nil
 			}
-			m = *d.Message.Message
+			m, thread = *d.Message.Message, "agent-"+d.AgentID
 		default:
 			return nil
 		}
@@ -94,6 +96,7 @@ func claudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
 		if err != nil {
 			return err
 		}
+		req.Thread = thread
 		if i, ok := at[m.ID]; ok && m.ID != "" {
 			req.Time = out[i].Time // the response's first line is when it began
 			out[i] = req

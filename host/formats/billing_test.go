@@ -24,7 +24,7 @@ func TestBilledRequestsClaudeCode(t *testing.T) {
 		// No TTL split: the writes are 5-minute ones.
 		`{"type":"assistant","timestamp":"2026-02-08T11:07:00Z","message":{"id":"msg_2","model":"claude-sonnet-4-5","usage":{"input_tokens":1,"cache_creation_input_tokens":200,"cache_read_input_tokens":1000,"output_tokens":10}}}`,
 		// A subagent's call, in a progress record.
-		`{"type":"progress","timestamp":"2026-02-08T11:08:00Z","data":{"type":"agent_progress","message":{"type":"assistant","message":{"id":"msg_3","model":"claude-haiku-4-5","usage":{"input_tokens":10,"output_tokens":5}}}}}`,
+		`{"type":"progress","timestamp":"2026-02-08T11:08:00Z","data":{"type":"agent_progress","agentId":"a2edb04","message":{"type":"assistant","message":{"id":"msg_3","model":"claude-haiku-4-5","usage":{"input_tokens":10,"output_tokens":5}}}}}`,
 		// Claude Code's own notices cost nothing.
 		`{"type":"assistant","timestamp":"2026-02-08T11:09:00Z","message":{"id":"x","model":"<synthetic>","usage":{"input_tokens":0,"output_tokens":0}}}`,
 	}, "\n")
@@ -34,7 +34,7 @@ func TestBilledRequestsClaudeCode(t *testing.T) {
 	assert.Equal(t, []cost.Request{
 		{Time: at("2026-02-08T11:00:00Z"), Model: "claude-sonnet-4-5", Input: 3, CacheWrite1h: 1000, Output: 50},
 		{Time: at("2026-02-08T11:07:00Z"), Model: "claude-sonnet-4-5", Input: 1, CacheRead: 1000, CacheWrite5m: 200, Output: 10},
-		{Time: at("2026-02-08T11:08:00Z"), Model: "claude-haiku-4-5", Input: 10, Output: 5},
+		{Time: at("2026-02-08T11:08:00Z"), Model: "claude-haiku-4-5", Thread: "agent-a2edb04", Input: 10, Output: 5},
 	}, got)
 
 	_, err = BilledRequests(strings.NewReader(`{"type":"user"}`+"\n"+`{"type":"assistant","message":{"id":"m","model":"m","usage":{"input_tokens":-4}}}`), ClaudeCode)
