@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compact-host/compact-host/host/catalog"
+	"github.com/compact-host/compact-host/host/cost"
 )
 
 // Config sets the engine's model, thresholds and strategies. The zero value
@@ -34,6 +35,19 @@ type Config struct {
 	// EmergencyThreshold is the share at or above which compaction takes
 	// the emergency path: no model call, always succeeds. Default 0.95.
 	EmergencyThreshold float64
+	// Policy decides when the gate compacts: PolicyThreshold (default)
+	// past the compaction point; PolicyCacheAware past ColdShare of the
+	// budget when the caller says the prompt cache has expired
+	// (Request.CacheCold), and a warm cache only halfway from the
+	// compaction point to the emergency threshold (cost.WarmShare).
+	Policy string
+	// ColdShare is where the cache-aware policy compacts an expired
+	// cache, as a share of the budget. Default 0.5.
+	ColdShare float64
+	// CacheTTL is how long the provider keeps a prompt-cache entry
+	// without a request (cost.TTL5m or cost.TTL1h): what callers that
+	// track the cache take as expired. Default 5 minutes.
+	CacheTTL time.Duration
 	// DisableCompaction turns the gate into a pure check.
 	DisableCompaction bool
 	// DisablePrune keeps every tool result as it is: the gate compacts but
@@ -101,6 +115,12 @@ type Config struct {
 	SyncWrites bool
 }
 
+// The policies of Config.Policy.
+const (
+	PolicyThreshold  = "threshold"
+	PolicyCacheAware = "cache-aware"
+)
+
 // DefaultStrategy is the strategy of a Config that names none.
 const DefaultStrategy = "structured"
 
@@ -163,7 +183,7 @@ func (c Config) Validate() error {
 		name string
 		v    float64
 	}{{"PruneThreshold", c.PruneThreshold}, {"CompactThreshold", c.CompactThreshold},
-		{"EmergencyThreshold", c.EmergencyThreshold}, {"MinSavings", c.MinSavings}}
+		{"EmergencyThreshold", c.EmergencyThreshold}, {"MinSavings", c.MinSavings}, {"ColdShare", c.ColdShare}}
 	for _, f := range shares {
 		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
 			return configErr(f.name, f.v, "want a share between 0 and 1")
@@ -189,10 +209,15 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
-	}{{"BreakerCooldown", c.BreakerCooldown}, {"StrategyTimeout", c.StrategyTimeout}} {
+	}{{"BreakerCooldown", c.BreakerCooldown}, {"StrategyTimeout", c.StrategyTimeout}, {"CacheTTL", c.CacheTTL}} {
 		if f.v < 0 {
 			return configErr(f.name, f.v, "want a positive duration, or 0 for the default")
 		}
+	}
+	switch c.Policy {
+	case "", PolicyThreshold, PolicyCacheAware:
+	default:
+		return configErr("Policy", fmt.Sprintf("%q", c.Policy), "want threshold or cache-aware")
 	}
 	switch c.Tokenizer {
 	case "", "auto", "chars", "o200k", "cl100k":
@@ -270,6 +295,13 @@ func (c Config) resolve() (resolved, error) {
 	if r.StrategyTimeout <= 0 {
 		r.StrategyTimeout = 2 * time.Minute
 	}
+	if r.CacheTTL <= 0 {
+		r.CacheTTL = cost.TTL5m
+	}
+	if r.Policy == "" {
+		r.Policy = PolicyThreshold
+	}
+	def(&r.ColdShare, 0.5)
 	if r.Strategy == "" {
 		r.Strategy = DefaultStrategy
 	}
@@ -305,4 +337,8 @@ type Budget struct {
 	// share of the context it must free.
 	KeepRecentTokens, SummaryTokens int
 	MinSavings                      float64
+	// Policy, ColdShare and CacheTTL are Config's, resolved.
+	Policy    string
+	ColdShare float64
+	CacheTTL  time.Duration
 }

@@ -120,7 +120,27 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 func (e *Engine) Budget() Budget {
 	return Budget{ContextWindow: int(e.window.Load()), MaxOutputTokens: e.cfg.MaxOutputTokens, Input: int(e.budget.Load()),
 		PruneAt: e.cfg.pruneAt, CompactAt: e.cfg.compactAt, EmergencyAt: e.cfg.emergencyAt,
-		KeepRecentTokens: e.cfg.KeepRecentTokens, SummaryTokens: e.cfg.SummaryTokens, MinSavings: e.cfg.MinSavings}
+		KeepRecentTokens: e.cfg.KeepRecentTokens, SummaryTokens: e.cfg.SummaryTokens, MinSavings: e.cfg.MinSavings,
+		Policy: e.cfg.Policy, ColdShare: e.cfg.ColdShare, CacheTTL: e.cfg.CacheTTL}
+}
+
+// Policy is the engine's compaction policy at its current budget: when
+// the gate compacts (cost.Policy.Due) under Config.Policy.
+func (e *Engine) Policy() cost.Policy {
+	pol := cost.Policy{Budget: int(e.budget.Load()), CompactAt: e.cfg.compactAt, MinSavings: e.cfg.MinSavings,
+		SummaryTokens: e.cfg.SummaryTokens}
+	if e.cfg.Policy == PolicyCacheAware {
+		pol.CompactAt, pol.ColdAt = cost.WarmShare(e.cfg.compactAt, e.cfg.emergencyAt), e.cfg.ColdShare
+	}
+	return pol
+}
+
+// Due reports whether the gate compacts a request of used tokens (as
+// Session.ContextTokens plus the request's overhead count them), and
+// why; cold says the conversation's prompt cache has expired. "" when it
+// does not.
+func (e *Engine) Due(used int, cold bool) cost.Reason {
+	return e.Policy().Due(e.calibrated(used), cold)
 }
 
 // Tokenizer names the token counter in use ("chars/4", "o200k", "cl100k").
@@ -167,6 +187,10 @@ type Request struct {
 	// DynamicTokens is per-request context: a system prompt addendum,
 	// retrieved documents, the date.
 	DynamicTokens int
+	// CacheCold says the conversation's prompt cache has expired: its
+	// last request is older than the cache's TTL. The cache-aware policy
+	// compacts early then, since the whole prompt is written anew anyway.
+	CacheCold bool
 }
 
 // Action is what a gate check did.
@@ -228,16 +252,16 @@ func (e *Engine) EnsureFits(ctx context.Context, s *Session, req Request) (Decis
 	s.lastEstimate, s.checked, s.lastOverhead = raw, true, overhead
 	used := e.calibrated(raw)
 	budget := int(e.budget.Load())
-	if !s.forceCompact && float64(used) < e.cfg.pruneAt*float64(budget) {
+	if !s.forceCompact && float64(used) < e.cfg.pruneAt*float64(budget) && e.Policy().Due(used, req.CacheCold) == "" {
 		s.mu.Unlock()
 		return Decision{TokensBefore: used, TokensAfter: used, Budget: budget, Fits: true}, nil
 	}
 	s.mu.Unlock()
-	return e.act(ctx, s, overhead, used)
+	return e.act(ctx, s, overhead, used, req.CacheCold)
 }
 
 // act is the gate above the prune threshold.
-func (e *Engine) act(ctx context.Context, s *Session, overhead, before int) (Decision, error) {
+func (e *Engine) act(ctx context.Context, s *Session, overhead, before int, cold bool) (Decision, error) {
 	budget := float64(e.budget.Load())
 	d := Decision{TokensBefore: before, Budget: int(budget)}
 	measure := func() int {
@@ -253,7 +277,7 @@ func (e *Engine) act(ctx context.Context, s *Session, overhead, before int) (Dec
 		d.Action = ActionPruned
 	}
 	used := measure()
-	if !e.cfg.DisableCompaction && (force || float64(used) >= e.cfg.compactAt*budget) {
+	if !e.cfg.DisableCompaction && (force || e.Policy().Due(used, cold) != "") {
 		switch {
 		case float64(used) >= e.cfg.emergencyAt*budget:
 			// Over the budget any gain counts; under it, dropping

@@ -28,13 +28,17 @@ const (
 // cache.
 type Request struct {
 	// Time is when the request was sent; zero when unknown.
-	Time         time.Time `json:"time,omitzero"`
-	Model        string    `json:"model,omitempty"`
-	Input        int       `json:"input_tokens"`
-	CacheRead    int       `json:"cache_read_tokens"`
-	CacheWrite5m int       `json:"cache_write_5m_tokens"`
-	CacheWrite1h int       `json:"cache_write_1h_tokens"`
-	Output       int       `json:"output_tokens"`
+	Time  time.Time `json:"time,omitzero"`
+	Model string    `json:"model,omitempty"`
+	// Thread names the conversation the request belongs to when a file
+	// holds several (a sub-agent's, beside the main one's ""): each has
+	// its own prompt and cache.
+	Thread       string `json:"thread,omitempty"`
+	Input        int    `json:"input_tokens"`
+	CacheRead    int    `json:"cache_read_tokens"`
+	CacheWrite5m int    `json:"cache_write_5m_tokens"`
+	CacheWrite1h int    `json:"cache_write_1h_tokens"`
+	Output       int    `json:"output_tokens"`
 }
 
 // FromUsage is the request a Usage reports. Usage does not split
@@ -100,6 +104,10 @@ type Call struct {
 	// Freed is what the compactions just before this call took out of the
 	// prompt, in tokens; Uncompacted puts it back.
 	Freed int
+	// Head is, for a Rewritten prompt, how much of its start a compaction
+	// left as it was (the system prompt and tools): read from a warm
+	// cache like an unchanged prefix.
+	Head int
 }
 
 // Replay bills calls the way a provider's prompt cache does, each
@@ -136,8 +144,12 @@ func (c *promptCache) warm(t time.Time) bool {
 func (c *promptCache) send(call Call) Request {
 	r := Request{Time: call.Time, Output: call.OutputTokens}
 	write := call.PromptTokens
-	if c.warm(call.Time) && !call.Rewritten {
-		read := min(c.prev, call.PromptTokens)
+	if c.warm(call.Time) {
+		cached := c.prev
+		if call.Rewritten {
+			cached = min(cached, call.Head)
+		}
+		read := min(cached, call.PromptTokens)
 		r.CacheRead, write = read, call.PromptTokens-read
 	}
 	if c.ttl >= TTL1h {
@@ -146,8 +158,27 @@ func (c *promptCache) send(call Call) Request {
 		r.CacheWrite5m = write
 	}
 	c.sent, c.prev = true, call.PromptTokens
-	if !call.Time.IsZero() {
-		c.last = call.Time
+	c.touch(call.Time)
+	return r
+}
+
+// touch marks the entry as read or written at t.
+func (c *promptCache) touch(t time.Time) {
+	if !t.IsZero() {
+		c.last = t
+	}
+}
+
+// summary is the request a summary call that resends the conversation's
+// cached prompt of prompt tokens with an instruction is billed as, at
+// time t: the cached prompt is read while warm, the rest is fresh input
+// (it is never read again, so it is not written to the cache), and the
+// summary of summaryTokens is its output. The read keeps the entry warm.
+func (c *promptCache) summary(t time.Time, prompt, summaryTokens int) Request {
+	r := Request{Time: t, Input: prompt, Output: summaryTokens}
+	if c.warm(t) {
+		r.CacheRead = min(c.prev, prompt)
+		r.Input -= r.CacheRead
 	}
 	return r
 }
@@ -162,7 +193,7 @@ func Uncompacted(calls []Call) []Call {
 	for i, c := range calls {
 		if c.Freed > 0 {
 			freed += c.Freed
-			c.Rewritten = false
+			c.Rewritten, c.Head = false, 0
 		}
 		c.PromptTokens += freed
 		c.Freed = 0

@@ -23,6 +23,9 @@ func growing() []cost.Call {
 	}
 }
 
+// opus is Claude Opus 4.6's price list.
+var opus = cost.Prices{Input: 5, Output: 25, CacheRead: 0.5, CacheWrite5m: 6.25, CacheWrite1h: 10}
+
 func simulate(t *testing.T, pol cost.Policy) cost.Outcome {
 	t.Helper()
 	pol.Budget, pol.Kept, pol.SummaryTokens = 100_000, 20_000, 2_000
@@ -96,14 +99,15 @@ func TestCallsOfMarksTheAgentsCompactions(t *testing.T) {
 	calls := cost.CallsOf([]cost.Request{
 		{CacheWrite5m: 10_000, Output: 5},
 		{CacheRead: 10_000, CacheWrite5m: 2_000},
-		{Input: 1_000, CacheWrite5m: 4_000},
+		// The agent's compaction left its 3k head cached.
+		{Input: 1_000, CacheRead: 3_000, CacheWrite5m: 1_000},
 		// A drop of less than a fifth is no compaction.
 		{CacheRead: 4_500},
 	})
 	assert.Equal(t, []cost.Call{
 		{PromptTokens: 10_000, OutputTokens: 5},
 		{PromptTokens: 12_000},
-		{PromptTokens: 5_000, Rewritten: true, Freed: 7_000},
+		{PromptTokens: 5_000, Rewritten: true, Freed: 7_000, Head: 3_000},
 		{PromptTokens: 4_500},
 	}, calls)
 	var sizes []int
@@ -111,4 +115,113 @@ func TestCallsOfMarksTheAgentsCompactions(t *testing.T) {
 		sizes = append(sizes, c.PromptTokens)
 	}
 	assert.Equal(t, []int{10_000, 12_000, 12_000, 11_500}, sizes)
+}
+
+func TestDueNamesItsReason(t *testing.T) {
+	pol := cost.Policy{Budget: 100_000, CompactAt: 0.85, ColdAt: 0.5}
+	assert.Equal(t, cost.DueOverflow, pol.Due(100_001, false))
+	assert.Equal(t, cost.DueThreshold, pol.Due(85_000, false))
+	assert.Equal(t, cost.DueCold, pol.Due(50_000, true))
+	assert.Equal(t, cost.Reason(""), pol.Due(49_999, true))
+	assert.Equal(t, cost.Reason(""), pol.Due(84_999, false))
+	// Without ColdAt an expired cache changes nothing; without CompactAt
+	// only an overflow is due.
+	assert.Equal(t, cost.Reason(""), cost.Policy{Budget: 100_000, CompactAt: 0.85}.Due(60_000, true))
+	assert.Equal(t, cost.Reason(""), cost.Policy{Budget: 100_000}.Due(100_000, false))
+	assert.InDelta(t, 0.85, cost.WarmShare(0.75, 0.95), 1e-12)
+}
+
+// A compaction on a warm 1-hour cache whose summary call resends the
+// cached prompt, and whose rewrite keeps the head cached, billed by hand.
+func TestSimulateCachedSummaryAndHead(t *testing.T) {
+	t0 := time.Date(2026, 2, 8, 11, 0, 0, 0, time.UTC)
+	calls := []cost.Call{
+		{Time: t0, PromptTokens: 50_000},
+		{Time: t0.Add(time.Minute), PromptTokens: 90_000},
+		{Time: t0.Add(2 * time.Minute), PromptTokens: 92_000},
+	}
+	pol := cost.Policy{Budget: 100_000, CompactAt: 0.85, Kept: 20_000, SummaryTokens: 2_000, Head: 8_000}
+	o, err := cost.Simulate(sonnet, cost.TTL1h, calls, pol)
+	require.NoError(t, err)
+	// 50000·6 = 0.3; then 90k >= 85k: the summary folds 70k as fresh input,
+	// 70000·3 + 2000·15 = 0.24; the kept 20k reads the 8k head and writes
+	// 12k: 8000·0.3 + 12000·6 = 0.0744; 20000·0.3 + 2000·6 = 0.018.
+	assert.Equal(t, 1, o.Compactions)
+	assert.InDelta(t, 0.24, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.3+0.0744+0.018, o.Calls.USD, 1e-12)
+
+	// The summary call as the cached prompt plus an instruction: it reads
+	// the 50k cached and sends the 40k new as input:
+	// 50000·0.3 + 40000·3 + 2000·15 = 0.165.
+	pol.CachedSummary = true
+	o, err = cost.Simulate(sonnet, cost.TTL1h, calls, pol)
+	require.NoError(t, err)
+	assert.InDelta(t, 0.165, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.3+0.0744+0.018, o.Calls.USD, 1e-12)
+
+	// After a pause past the 1-hour TTL nothing is cached: resending the
+	// prompt would bill all 90k as fresh input, so the summary call sends
+	// what it folds, 70000·3 + 2000·15 = 0.24, and the kept prompt is
+	// written whole, 20000·6 = 0.12.
+	calls[1].Time = t0.Add(61 * time.Minute)
+	calls[2].Time = t0.Add(62 * time.Minute)
+	o, err = cost.Simulate(sonnet, cost.TTL1h, calls, pol)
+	require.NoError(t, err)
+	assert.InDelta(t, 0.24, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.3+0.12+0.018, o.Calls.USD, 1e-12)
+
+	// The same compaction on a 5-minute cache, warm: the writes cost
+	// 3.75: 50000·3.75; 8000·0.3 + 12000·3.75; 20000·0.3 + 2000·3.75.
+	calls[1].Time, calls[2].Time = t0.Add(time.Minute), t0.Add(2*time.Minute)
+	o, err = cost.Simulate(sonnet, cost.TTL5m, calls, pol)
+	require.NoError(t, err)
+	assert.InDelta(t, 0.165, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.1875+0.0474+0.0135, o.Calls.USD, 1e-12)
+}
+
+func TestReplayKeepsTheHeadOfARewrittenPrompt(t *testing.T) {
+	t0 := time.Date(2026, 2, 8, 11, 0, 0, 0, time.UTC)
+	calls := []cost.Call{
+		{Time: t0, PromptTokens: 100_000},
+		{Time: t0.Add(time.Minute), PromptTokens: 20_000, Rewritten: true, Freed: 80_000, Head: 15_000},
+		// Expired: the head is gone too.
+		{Time: t0.Add(9 * time.Minute), PromptTokens: 30_000, Rewritten: true, Freed: 1, Head: 15_000},
+	}
+	// 100000·3.75; 15000·0.3 + 5000·3.75; 30000·3.75.
+	assert.InDelta(t, 0.375+0.02325+0.1125, cost.Replay(sonnet, cost.TTL5m, calls).USD, 1e-12)
+}
+
+// A long conversation at a steady pace: folding to what Fold chooses
+// bills less than keeping the gate's fixed share, and Fold stays within
+// its bounds.
+func TestFoldBillsLessThanAFixedKeep(t *testing.T) {
+	t0 := time.Date(2026, 2, 8, 11, 0, 0, 0, time.UTC)
+	var calls []cost.Call
+	for i := range 300 {
+		calls = append(calls, cost.Call{Time: t0.Add(time.Duration(i) * 30 * time.Second), PromptTokens: 10_000 + 1_500*i, OutputTokens: 200})
+	}
+	pol := cost.Policy{Budget: 160_000, CompactAt: 0.85, Kept: 90_000, SummaryTokens: 8_000, Head: 10_000, MinKeep: 5_000, CachedSummary: true, MinSavings: 0.1}
+	fixed, err := cost.Simulate(opus, cost.TTL1h, calls, pol)
+	require.NoError(t, err)
+	pol.Fold = true
+	folded, err := cost.Simulate(opus, cost.TTL1h, calls, pol)
+	require.NoError(t, err)
+	assert.Less(t, folded.USD, fixed.USD)
+	assert.Zero(t, folded.Overflows)
+
+	g := cost.Growth{Gaps: 10, Tokens: 15_000}
+	k := cost.Fold(opus, cost.TTL1h, pol, g, 136_000)
+	assert.GreaterOrEqual(t, k, pol.Head+pol.SummaryTokens+pol.MinKeep)
+	assert.LessOrEqual(t, k, int(0.9*136_000))
+	// With nothing seen yet, Fold keeps Kept.
+	assert.Equal(t, pol.Kept, cost.Fold(opus, cost.TTL1h, pol, cost.Growth{}, 136_000))
+	// Growth that outruns the window leaves no choice but the least.
+	assert.Equal(t, pol.Head+pol.SummaryTokens+pol.MinKeep, cost.Fold(opus, cost.TTL1h, pol, cost.Growth{Gaps: 1, Tokens: 200_000}, 136_000))
+}
+
+func TestGrowthCountsExpiredPauses(t *testing.T) {
+	var g cost.Growth
+	g.Observe(4*time.Minute, cost.TTL5m, 1_000)
+	g.Observe(6*time.Minute, cost.TTL5m, -500)
+	assert.Equal(t, cost.Growth{Gaps: 2, Expired: 1, Tokens: 1_000}, g)
 }

@@ -88,11 +88,12 @@ func (b *billing) claudeCode(rec *ccRecord, n int) {
 		return
 	}
 	var m *ccMessage
+	thread := "" // the main conversation's; a subagent's calls are a thread of their own
 	switch {
 	case rec.Type == "assistant" && rec.Message != nil:
 		m = rec.Message
 	case rec.Type == "progress" && rec.Data != nil && rec.Data.Message != nil && rec.Data.Message.Message != nil:
-		m = rec.Data.Message.Message
+		m, thread = rec.Data.Message.Message, "agent-"+rec.Data.AgentID
 	default:
 		return
 	}
@@ -132,6 +133,7 @@ func (b *billing) claudeCode(rec *ccRecord, n int) {
 		b.fail(n, err)
 		return
 	}
+	req.Thread = thread
 	if i, ok := b.at[m.ID]; ok && m.ID != "" {
 		req.Time = b.reqs[i].Time // the response's first line is when it began
 		b.reqs[i] = req

@@ -28,7 +28,7 @@ func TestBilledRequestsClaudeCode(t *testing.T) {
 		// No TTL split: the writes are 5-minute ones.
 		`{"type":"assistant","timestamp":"2026-02-08T11:07:00Z","message":{"id":"msg_2","model":"claude-sonnet-4-5","usage":{"input_tokens":1,"cache_creation_input_tokens":200,"cache_read_input_tokens":1000,"output_tokens":10}}}`,
 		// A subagent's call, in a progress record.
-		`{"type":"progress","timestamp":"2026-02-08T11:08:00Z","data":{"type":"agent_progress","message":{"type":"assistant","message":{"id":"msg_3","model":"claude-haiku-4-5","usage":{"input_tokens":10,"output_tokens":5}}}}}`,
+		`{"type":"progress","timestamp":"2026-02-08T11:08:00Z","data":{"type":"agent_progress","agentId":"a2edb04","message":{"type":"assistant","message":{"id":"msg_3","model":"claude-haiku-4-5","usage":{"input_tokens":10,"output_tokens":5}}}}}`,
 		// Claude Code's own notices cost nothing.
 		`{"type":"assistant","timestamp":"2026-02-08T11:09:00Z","message":{"id":"x","model":"<synthetic>","usage":{"input_tokens":0,"output_tokens":0}}}`,
 	}, "\n")
@@ -38,7 +38,7 @@ func TestBilledRequestsClaudeCode(t *testing.T) {
 	assert.Equal(t, []cost.Request{
 		{Time: at("2026-02-08T11:00:00Z"), Model: "claude-sonnet-4-5", Input: 3, CacheWrite1h: 1000, Output: 50},
 		{Time: at("2026-02-08T11:07:00Z"), Model: "claude-sonnet-4-5", Input: 1, CacheRead: 1000, CacheWrite5m: 200, Output: 10},
-		{Time: at("2026-02-08T11:08:00Z"), Model: "claude-haiku-4-5", Input: 10, Output: 5},
+		{Time: at("2026-02-08T11:08:00Z"), Model: "claude-haiku-4-5", Thread: "agent-a2edb04", Input: 10, Output: 5},
 	}, got)
 
 	_, err = BilledRequests(strings.NewReader(`{"type":"user","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"assistant","message":{"id":"m","model":"m","usage":{"input_tokens":-4}}}`), ClaudeCode)
@@ -265,6 +265,7 @@ func refClaudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
 			return err
 		}
 		var m refBilledMessage
+		thread := ""
 		switch {
 		case rec.Type == "assistant" && len(rec.Message) > 0 && rec.Message[0] == '{':
 			if err := json.Unmarshal(rec.Message, &m); err != nil {
@@ -273,6 +274,7 @@ func refClaudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
 		case rec.Type == "progress" && rec.Data != nil:
 			// A subagent's response, billed like the main conversation's.
 			var d struct {
+				AgentID string `json:"agentId"`
 				Message *struct {
 					Message *refBilledMessage `json:"message"`
 				} `json:"message"`
@@ -280,7 +282,7 @@ func refClaudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
 			if json.Unmarshal(*rec.Data, &d) != nil || d.Message == nil || d.Message.Message == nil {
 				return nil
 			}
-			m = *d.Message.Message
+			m, thread = *d.Message.Message, "agent-"+d.AgentID
 		default:
 			return nil
 		}
@@ -299,6 +301,7 @@ func refClaudeCodeBilled(r *bufio.Reader) ([]cost.Request, error) {
 		if err != nil {
 			return err
 		}
+		req.Thread = thread
 		if i, ok := at[m.ID]; ok && m.ID != "" {
 			req.Time = out[i].Time // the response's first line is when it began
 			out[i] = req

@@ -164,6 +164,8 @@ func TestEvalCost(t *testing.T) {
 		{"eval", "--cost", "--cold-share", "0", path},
 		{"eval", "--cost", "--strategy", "structured", path},
 		{"eval", "--cost", "--price", "input=x", path},
+		{"eval", "--cost", "--max-output-tokens", "lots", path},
+		{"eval", "--max-output-tokens", "32k", path},
 	} {
 		r := runCLI(t, runOpts{}, args...)
 		assert.Equal(t, ExitUsage, r.code, "%v: %s", args, r.stderr)
@@ -172,4 +174,9 @@ func TestEvalCost(t *testing.T) {
 	assert.Contains(t, r.stderr, "cache-aware")
 	r = runCLI(t, runOpts{}, "eval", "--cost", sampleSession(t))
 	assert.Equal(t, ExitInput, r.code, r.stderr)
+
+	// The reply reserve the agent used sizes the budget.
+	r = runCLI(t, runOpts{}, "eval", "--cost", "--json", "--max-output-tokens", "32k", path)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"budget": 168000`)
 }

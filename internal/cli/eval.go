@@ -35,6 +35,7 @@ type evalOptions struct {
 	costMode        bool
 	policies        []string
 	coldShare       float64
+	maxOutput       tokencount.Tokens
 	cost            costFlags
 }
 
@@ -75,14 +76,22 @@ records, with their times and usage, through a model of the provider's
 prompt cache under each --policy: agent (as the agent ran it), none
 (compact only an overflowing prompt), threshold (compact past the gate's
 share) and cache-aware (compact past --cold-share of the budget once the
-cache has expired; a warm cache only past the gate's emergency share), and
-reports the cost, the summary calls' cost, compactions and prompt tokens
-per session and in total, beside what the recorded usage was billed.`,
+cache has expired; a warm cache only halfway from the gate's share to its
+emergency share; keep what the expected cost over the next calls favours,
+from the growth and pauses seen so far; ask for the summary by resending
+the cached prompt while the cache is warm), and reports the cost, the
+summary calls' cost, compactions and prompt tokens per session and in
+total, beside what the recorded usage was billed. Each sub-agent's calls
+in a file are their own conversation; the start of the prompt the agent's
+own compactions left cached (its recorded reads) stays cached across every
+policy's compactions. Give --max-output-tokens the reply reserve the agent
+ran with to replay at its budget.`,
 		Example: `  compact-host eval
   compact-host eval --context-window 32k --strategy structured --charts charts/ session.jsonl
   compact-host eval --json > eval.json
   compact-host eval --probes internal/eval/testdata/probes --min-score 85 --min-category 70
-  compact-host eval --cost --context-window 100k --policy threshold --policy cache-aware`,
+  compact-host eval --cost --context-window 100k --policy threshold --policy cache-aware
+  compact-host eval --cost --context-window 200k --max-output-tokens 32k session.jsonl`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runEval(cmd.Context(), g, o, args) },
 	}
 	fl := cmd.Flags()
@@ -101,6 +110,7 @@ per session and in total, beside what the recorded usage was billed.`,
 	fl.BoolVar(&o.costMode, "cost", false, "replay the recorded model calls under compaction policies and report what they cost")
 	fl.StringSliceVar(&o.policies, "policy", nil, "with --cost: policy to replay, agent, none, threshold or cache-aware (repeatable; default all)")
 	fl.Float64Var(&o.coldShare, "cold-share", 0.5, "with --cost: the cache-aware policy compacts an expired cache past this share of the budget")
+	fl.Var(&o.maxOutput, "max-output-tokens", "with --cost: tokens the agent reserved for the reply out of the window (default: the model's output limit)")
 	addCostFlags(cmd, &o.cost)
 	return cmd
 }
@@ -147,6 +157,9 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 	}
 	if o.probes != "" && (len(o.strategies) > 1 || len(o.windows) > 1 || o.charts != "" || o.truncateOutputs) {
 		return usageError{errors.New("--probes scores one strategy at one window: give --strategy and --context-window at most once, without --charts or --truncate-outputs")}
+	}
+	if o.maxOutput != 0 && !o.costMode {
+		return usageError{errors.New("--max-output-tokens applies to --cost; the replay and the probes take each model's output limit")}
 	}
 	if o.costMode {
 		return runEvalCost(g, o, args)
@@ -266,7 +279,8 @@ func runEvalCost(g *globals, o *evalOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := eval.CostOptions{Sessions: args, Policies: o.policies, Prices: costs.prices, TTL: costs.ttl, ColdShare: o.coldShare}
+	opts := eval.CostOptions{Sessions: args, Policies: o.policies, Prices: costs.prices, TTL: costs.ttl, ColdShare: o.coldShare,
+		MaxOutputTokens: int(o.maxOutput)}
 	if len(o.windows) == 1 {
 		opts.Window = o.windows[0]
 	}

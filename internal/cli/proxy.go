@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compact-host/compact-host/host"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -39,6 +40,9 @@ type proxyOptions struct {
 	forwardWS        bool
 	websockets       string
 	wsIdleTimeout    time.Duration
+	policy           string
+	coldShare        float64
+	cacheTTL         time.Duration
 }
 
 // websocketMode is --websockets, or forward for the deprecated
@@ -162,6 +166,9 @@ anything shaped like a key, upstream errors quoted back included.`,
 	fl.DurationVar(&o.wsIdleTimeout, "websocket-idle-timeout", proxy.DefaultWebSocketIdleTimeout, "close a relayed WebSocket (1001) after this long with nothing sent either way")
 	fl.BoolVar(&o.forwardWS, "forward-websockets", false, "forward Responses API WebSockets uncompacted")
 	_ = fl.MarkDeprecated("forward-websockets", "use --websockets forward")
+	fl.StringVar(&o.policy, "policy", host.PolicyThreshold, "when to compact: threshold (past the gate's share) or cache-aware (past --cold-share once the conversation's prompt cache has expired; a warm cache only halfway from the gate's share to its emergency share)")
+	fl.Float64Var(&o.coldShare, "cold-share", 0.5, "with --policy cache-aware: the share of the budget past which a conversation whose cache expired is compacted")
+	fl.DurationVar(&o.cacheTTL, "cache-ttl", 5*time.Minute, "how long the provider keeps a prompt cache without a request, when a request's cache_control names no ttl (5m or 1h)")
 	return cmd
 }
 
@@ -186,7 +193,7 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		bad  bool
 	}{
 		{"--max-body-bytes", o.maxBodyBytes <= 0}, {"--lock-wait", o.lockWait <= 0}, {"--body-read-timeout", o.bodyReadTimeout <= 0},
-		{"--body-idle-timeout", o.bodyIdleTimeout <= 0}, {"--max-body-reads", o.maxBodyReads <= 0},
+		{"--body-idle-timeout", o.bodyIdleTimeout <= 0}, {"--max-body-reads", o.maxBodyReads <= 0}, {"--cache-ttl", o.cacheTTL <= 0},
 	} {
 		if f.bad {
 			return usageError{fmt.Errorf("%s must be positive", f.name)}
@@ -210,6 +217,13 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 	}
 	defer a.close()
 	hc := a.hostConfig()
+	if o.policy != host.PolicyThreshold && o.policy != host.PolicyCacheAware {
+		return usageError{fmt.Errorf("--policy %q: want threshold or cache-aware", o.policy)}
+	}
+	if !(o.coldShare > 0 && o.coldShare <= 1) {
+		return usageError{fmt.Errorf("--cold-share %g: want a share above 0, at most 1", o.coldShare)}
+	}
+	hc.Policy, hc.ColdShare, hc.CacheTTL = o.policy, o.coldShare, o.cacheTTL
 	if o.engine.model == "" && a.cfg.Model == "" {
 		hc.Model = "" // each request's own model sizes its budget
 	}

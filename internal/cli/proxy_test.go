@@ -33,6 +33,9 @@ func TestProxyCommandUsageErrors(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--body-idle-timeout", "0s"}, "--body-idle-timeout must be positive"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--max-body-reads", "0"}, "--max-body-reads must be positive"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--websockets", "tunnel"}, "want relay, refuse or forward (flag --websockets)"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--policy", "cheapest"}, "--policy \"cheapest\": want threshold or cache-aware"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--policy", "cache-aware", "--cold-share", "1.5"}, "--cold-share 1.5"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--cache-ttl", "0s"}, "--cache-ttl must be positive"},
 	} {
 		var stderr bytes.Buffer
 		code := cli.Main(append([]string{"proxy"}, tc.args...), cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: &stderr,

@@ -27,8 +27,9 @@ const (
 	// PolicyThreshold compacts past the gate's compact share.
 	PolicyThreshold = "threshold"
 	// PolicyCacheAware compacts past CostOptions.ColdShare once the
-	// cache has expired, and a warm cache only past the gate's
-	// emergency share.
+	// cache has expired, and a warm cache only past cost.WarmShare of
+	// the gate's shares; each compaction keeps what cost.Fold chooses, and
+	// its summary call resends the cached prompt with an instruction.
 	PolicyCacheAware = "cache-aware"
 )
 
@@ -47,6 +48,9 @@ type CostOptions struct {
 	Policies []string
 	// Window is the context window in tokens; 0 is the model's own.
 	Window int
+	// MaxOutputTokens is the reply reserve out of the window, as the
+	// agent asked for it; 0 is the model's output limit.
+	MaxOutputTokens int
 	// Prices, when known, replace the catalog's for every session.
 	Prices cost.Prices
 	// TTL is the cache's lifetime; 0 is the one of each session's latest
@@ -73,6 +77,10 @@ type CostSession struct {
 	Calls    int    `json:"calls"`
 	Budget   int    `json:"budget"`
 	CacheTTL string `json:"cache_ttl"`
+	// HeadTokens is the start of the prompt the agent's own compactions
+	// left cached (its recorded cache reads right after one); 0 when it
+	// made none. Every policy's compactions keep it cached.
+	HeadTokens int `json:"head_tokens"`
 	// BilledUSD is what the recorded usage was billed, the reference the
 	// replays are measured against.
 	BilledUSD float64      `json:"billed_usd"`
@@ -133,12 +141,7 @@ func RunCost(opts CostOptions) (*CostReport, error) {
 				t = &PolicyCost{Policy: pc.Policy}
 				totals[pc.Policy] = t
 			}
-			t.USD += pc.USD
-			t.SummaryUSD += pc.SummaryUSD
-			t.Compactions += pc.Compactions
-			t.PromptTokens += pc.PromptTokens
-			t.Overflows += pc.Overflows
-			addBill(&t.Calls, pc.Calls)
+			addOutcome(t, pc)
 		}
 	}
 	if len(rep.Sessions) == 0 {
@@ -193,7 +196,7 @@ func costSession(path string, opts CostOptions) (cs *CostSession, skip string, e
 		}
 		prices = m.Prices()
 	}
-	eng, err := host.New(host.Config{Model: model, ContextWindow: opts.Window})
+	eng, err := host.New(host.Config{Model: model, ContextWindow: opts.Window, MaxOutputTokens: opts.MaxOutputTokens})
 	if err != nil {
 		return nil, "", err
 	}
@@ -204,38 +207,101 @@ func costSession(path string, opts CostOptions) (cs *CostSession, skip string, e
 	}
 	cs = &CostSession{Session: filepath.Base(path), Model: model, Calls: len(reqs), Budget: b.Input,
 		CacheTTL: map[bool]string{true: "1h", false: "5m"}[ttl >= cost.TTL1h], BilledUSD: cost.BillRequests(prices, reqs).USD}
-	calls := cost.CallsOf(reqs)
-	uncompacted := cost.Uncompacted(calls)
+	// Each conversation of the file (the main one and every sub-agent's)
+	// has its own prompt and cache, and is replayed on its own.
+	var threads [][]cost.Call
+	for _, rs := range splitThreads(reqs) {
+		threads = append(threads, cost.CallsOf(rs))
+	}
+	for _, calls := range threads {
+		cs.HeadTokens = max(cs.HeadTokens, head(calls))
+	}
+	for _, name := range opts.Policies {
+		total := PolicyCost{Policy: name}
+		for _, calls := range threads {
+			pc, err := replayPolicy(name, calls, prices, ttl, b, cs.HeadTokens, opts.ColdShare)
+			if err != nil {
+				return nil, "", err
+			}
+			addOutcome(&total, pc)
+		}
+		cs.Policies = append(cs.Policies, total)
+	}
+	return cs, "", nil
+}
+
+// splitThreads groups requests by conversation, in the order each
+// conversation began.
+func splitThreads(reqs []cost.Request) [][]cost.Request {
+	var out [][]cost.Request
+	at := map[string]int{}
+	for _, r := range reqs {
+		i, ok := at[r.Thread]
+		if !ok {
+			i = len(out)
+			at[r.Thread] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
+// replayPolicy is one conversation's calls under the policy name, at
+// budget b, with a head of the prompt that compactions leave cached.
+func replayPolicy(name string, calls []cost.Call, prices cost.Prices, ttl time.Duration, b host.Budget, head int, coldShare float64) (PolicyCost, error) {
+	pc := PolicyCost{Policy: name}
+	if name == PolicyAgent {
+		pc.Calls = cost.Replay(prices, ttl, calls)
+		pc.USD = pc.Calls.USD
+		for _, c := range calls {
+			pc.PromptTokens += c.PromptTokens
+			if c.Rewritten {
+				pc.Compactions++
+			}
+		}
+		return pc, nil
+	}
 	// A compaction leaves what the first call sent (the agent's system
 	// prompt, tools and first request), the recent history kept verbatim
 	// and the summary.
-	kept := min(calls[0].PromptTokens+b.KeepRecentTokens+b.SummaryTokens, b.Input-1)
-	for _, name := range opts.Policies {
-		pc := PolicyCost{Policy: name}
-		pol := cost.Policy{Budget: b.Input, Kept: kept, SummaryTokens: b.SummaryTokens, MinSavings: b.MinSavings}
-		switch name {
-		case PolicyAgent:
-			pc.Calls = cost.Replay(prices, ttl, calls)
-			pc.USD = pc.Calls.USD
-			for _, c := range calls {
-				pc.PromptTokens += c.PromptTokens
-				if c.Rewritten {
-					pc.Compactions++
-				}
-			}
-			cs.Policies = append(cs.Policies, pc)
-			continue
-		case PolicyThreshold:
-			pol.CompactAt = b.CompactAt
-		case PolicyCacheAware:
-			pol.CompactAt, pol.ColdAt = b.EmergencyAt, opts.ColdShare
-		}
-		if pc.Outcome, err = cost.Simulate(prices, ttl, uncompacted, pol); err != nil {
-			return nil, "", err
-		}
-		cs.Policies = append(cs.Policies, pc)
+	first := min(calls[0].PromptTokens, b.Input/2)
+	kept := min(first+b.KeepRecentTokens+b.SummaryTokens, b.Input-1)
+	pol := cost.Policy{Budget: b.Input, Kept: kept, SummaryTokens: b.SummaryTokens, MinSavings: b.MinSavings, Head: min(head, first)}
+	switch name {
+	case PolicyThreshold:
+		pol.CompactAt = b.CompactAt
+	case PolicyCacheAware:
+		pol.CompactAt, pol.ColdAt = cost.WarmShare(b.CompactAt, b.EmergencyAt), coldShare
+		// A fold keeps at least the first call and a quarter of the
+		// recent history the gate keeps.
+		pol.Fold, pol.CachedSummary = true, true
+		pol.MinKeep = max(0, min(first-pol.Head+b.KeepRecentTokens/4, b.Input-1-pol.Head-pol.SummaryTokens))
 	}
-	return cs, "", nil
+	var err error
+	pc.Outcome, err = cost.Simulate(prices, ttl, cost.Uncompacted(calls), pol)
+	return pc, err
+}
+
+func addOutcome(t *PolicyCost, pc PolicyCost) {
+	t.USD += pc.USD
+	t.SummaryUSD += pc.SummaryUSD
+	t.Compactions += pc.Compactions
+	t.PromptTokens += pc.PromptTokens
+	t.Overflows += pc.Overflows
+	addBill(&t.Calls, pc.Calls)
+}
+
+// head is the least prompt an agent's compaction left cached, by the
+// reads of the call that followed it; 0 when the agent made none.
+func head(calls []cost.Call) int {
+	h := 0
+	for _, c := range calls {
+		if c.Rewritten && c.Head > 0 && (h == 0 || c.Head < h) {
+			h = c.Head
+		}
+	}
+	return h
 }
 
 // latestTTL is the lifetime of the latest recorded cache write, else 5

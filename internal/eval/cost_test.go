@@ -38,9 +38,9 @@ func usageSession(t *testing.T, dir string, prompts ...int) string {
 
 func TestRunCostReplaysEveryPolicy(t *testing.T) {
 	dir := t.TempDir()
-	// 80k of a 136k budget (Sonnet's 200k window less its 64k output)
-	// passes the gate's 85% on the fourth call.
-	path := usageSession(t, dir, 60_000, 80_000, 100_000, 120_000, 125_000)
+	// 110k of a 136k budget (Sonnet's 200k window less its 64k output)
+	// passes the gate's 75% (85% less the 10% reserve) on the fourth call.
+	path := usageSession(t, dir, 60_000, 80_000, 100_000, 110_000, 114_000)
 	noUsage := filepath.Join(dir, "request.json")
 	require.NoError(t, os.WriteFile(noUsage, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), 0o644))
 
@@ -67,8 +67,8 @@ func TestRunCostReplaysEveryPolicy(t *testing.T) {
 	// Nothing overflows: none compacts nothing and costs the same.
 	assert.Zero(t, byName[PolicyNone].Compactions)
 	assert.InDelta(t, s.BilledUSD, byName[PolicyNone].USD, 1e-9)
-	// The threshold compacts at 120k (>= 85% of 136k); cache-aware keeps
-	// the warm cache, being under the 95% emergency share.
+	// The threshold compacts at 110k (>= 75% of 136k); cache-aware keeps
+	// the warm cache, being under 85%, halfway to the 95% emergency share.
 	assert.Equal(t, 1, byName[PolicyThreshold].Compactions)
 	assert.Zero(t, byName[PolicyCacheAware].Compactions)
 	assert.Positive(t, byName[PolicyThreshold].SummaryUSD)
@@ -81,7 +81,7 @@ func TestRunCostReplaysEveryPolicy(t *testing.T) {
 	// cache prices filled as input, so every prompt token costs 1.
 	rep, err = RunCost(CostOptions{Sessions: []string{path}, Policies: []string{PolicyNone}, Prices: cost.Prices{Input: 1, Output: 1, CacheRead: 1, CacheWrite5m: 1, CacheWrite1h: 1}})
 	require.NoError(t, err)
-	assert.InDelta(t, float64(60_000+80_000+100_000+120_000+125_000+5*100)/1e6, rep.Sessions[0].BilledUSD, 1e-12)
+	assert.InDelta(t, float64(60_000+80_000+100_000+110_000+114_000+5*100)/1e6, rep.Sessions[0].BilledUSD, 1e-12)
 	assert.InDelta(t, rep.Sessions[0].BilledUSD, rep.Totals[0].USD, 1e-12)
 
 	_, err = RunCost(CostOptions{Sessions: []string{path}, Policies: []string{"cheapest"}})
@@ -93,4 +93,38 @@ func TestRunCostReplaysEveryPolicy(t *testing.T) {
 	_, err = RunCost(CostOptions{Sessions: []string{filepath.Join(dir, "absent.jsonl")}})
 	var se *SessionError
 	assert.True(t, errors.As(err, &se), "a named file that cannot be read: %v", err)
+}
+
+func TestRunCostAtTheAgentsReplyReserve(t *testing.T) {
+	path := usageSession(t, t.TempDir(), 60_000, 80_000, 100_000, 110_000, 114_000)
+	rep, err := RunCost(CostOptions{Sessions: []string{path}, MaxOutputTokens: 32_000})
+	require.NoError(t, err)
+	// 200k less 32k: 110k is under 75% of 168k, so nothing is compacted.
+	assert.Equal(t, 168_000, rep.Sessions[0].Budget)
+	for _, pc := range rep.Sessions[0].Policies {
+		assert.Zero(t, pc.Compactions, pc.Policy)
+	}
+}
+
+// A sub-agent's calls, recorded in the main session's file between its
+// own, are their own conversation: the sub-agent's small prompt is no
+// compaction of the main one.
+func TestRunCostReplaysASubAgentApart(t *testing.T) {
+	dir := t.TempDir()
+	path := usageSession(t, dir, 60_000, 80_000, 100_000)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"type":"progress","timestamp":"2026-02-08T11:02:30Z","data":{"type":"agent_progress","agentId":"a1","message":{"type":"assistant","message":{"id":"msg_s","model":"claude-sonnet-4-5","usage":{"input_tokens":0,"cache_creation_input_tokens":20000,"output_tokens":50}}}}}` + "\n" +
+		`{"type":"assistant","uuid":"a9","timestamp":"2026-02-08T11:03:00Z","message":{"id":"msg_9","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"done"}],"usage":{"input_tokens":0,"cache_read_input_tokens":100000,"cache_creation_input_tokens":5000,"output_tokens":100}}}` + "\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	rep, err := RunCost(CostOptions{Sessions: []string{path}, Policies: []string{PolicyAgent}})
+	require.NoError(t, err)
+	s := rep.Sessions[0]
+	assert.Equal(t, 5, s.Calls)
+	assert.Zero(t, s.Policies[0].Compactions)
+	assert.Zero(t, s.HeadTokens)
+	// Each conversation grows on its own warm cache: the replay is the bill.
+	assert.InDelta(t, s.BilledUSD, s.Policies[0].USD, 1e-9)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/catalog"
+	"github.com/compact-host/compact-host/host/cost"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/overflow"
 	"github.com/compact-host/compact-host/host/provider"
@@ -64,6 +65,8 @@ type exchange struct {
 	// summary request ("" when it is not): it goes upstream whole, and is
 	// folded only when it would not fit, never by the emergency path.
 	agentSummary string
+	// turn is this request in its conversation's cache state.
+	turn *turn
 }
 
 // newExchange starts a messages request of kind on its way: its log
@@ -154,6 +157,7 @@ func (x *exchange) prepare(ctx context.Context, body []byte) {
 	}
 	x.conv = x.conversationID()
 	x.log = x.log.With("conversation", x.conv[:16], "model", x.model)
+	x.turn = x.p.caches.begin(string(x.cred.tenant), x.conv, x.kind, x.model, body)
 	if sign := x.agentSummarySign(); sign != "" {
 		x.prepareAgentSummary(ctx, sign)
 		return
@@ -452,7 +456,7 @@ func (x *exchange) configError(err error) error {
 // under the compaction point: chars/4 of the whole body, images at the
 // engine's flat price, is above what the engine would count.
 func (x *exchange) underBound() bool {
-	if x.p.o.Config.Tokenizer != "chars" {
+	if x.p.o.Config.Tokenizer != "chars" || x.turn != nil && x.turn.cold {
 		return false
 	}
 	at, err := x.budget()
@@ -548,16 +552,22 @@ func (x *exchange) rawIndex(id string) int {
 
 // overhead is what the request carries beyond its messages: the tools.
 func (x *exchange) overhead() host.Request {
-	return host.Request{ToolSchemaTokens: x.eng.CountTokens(string(x.raw.field("tools")))}
+	return host.Request{ToolSchemaTokens: x.eng.CountTokens(string(x.raw.field("tools"))), CacheCold: x.turn != nil && x.turn.cold}
 }
 
 // overCompactionPoint reports whether the gate would compact.
 func (x *exchange) overCompactionPoint() bool {
+	return x.due() != ""
+}
+
+// due is the engine's policy on this request: why it compacts, or "".
+func (x *exchange) due() cost.Reason {
 	b := x.eng.Budget()
-	used := x.sess.ContextTokens() + x.overhead().ToolSchemaTokens
-	over := float64(used) >= b.CompactAt*float64(b.Input)
-	x.log.Debug("gate", "tokens", used, "budget", b.Input, "compact_at", b.CompactAt, "over", over)
-	return over
+	req := x.overhead()
+	used := x.sess.ContextTokens() + req.ToolSchemaTokens
+	due := x.eng.Due(used, req.CacheCold)
+	x.log.Debug("gate", "tokens", used, "budget", b.Input, "policy", b.Policy, "cache_cold", req.CacheCold, "due", due)
+	return due
 }
 
 // engine builds this request's engine: the proxy's config sized for the
@@ -708,6 +718,8 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 	trigger := "gate"
 	if over != nil {
 		trigger = "overflow"
+	} else if x.due() == cost.DueCold {
+		trigger = "cache_expired"
 	}
 	switch {
 	case x.agentSummary != "":

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/cost"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/store"
 	"github.com/compact-host/compact-host/internal/redact"
@@ -151,6 +152,13 @@ type Options struct {
 	// never), as in provider.Config; zero values mean its defaults.
 	ProviderTimeout    time.Duration
 	ProviderMaxRetries int
+
+	// MaxConversations bounds the conversations whose prompt-cache state
+	// is kept. Default DefaultMaxConversations.
+	MaxConversations int
+	// Now is the clock of the cache state (when a request went out, and
+	// so whether its cache expired); default time.Now.
+	Now func() time.Time
 }
 
 // Proxy forwards an agent's provider requests to the upstream, compacting
@@ -168,6 +176,7 @@ type Proxy struct {
 	metrics http.Handler
 	warned  sync.Map // warnings given once, by subject
 	nWarned atomic.Int64
+	caches  *caches
 }
 
 // maxWarned bounds the subjects remembered by warnOnce: subjects come
@@ -228,6 +237,12 @@ func New(o Options) (*Proxy, error) {
 	if o.MaxBodyReads <= 0 {
 		o.MaxBodyReads = DefaultMaxBodyReads
 	}
+	if o.MaxConversations <= 0 {
+		o.MaxConversations = DefaultMaxConversations
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	if o.TenantKeyer == nil {
 		o.TenantKeyer = tenant.NewRandomKeyer()
 	}
@@ -253,6 +268,11 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{o: o, log: slog.New(logs), logs: logs, m: newMetrics(), keyer: o.TenantKeyer,
 		breakers: tenant.NewBreakers(failures, cooldown), slots: make(chan struct{}, o.MaxBodyReads)}
+	ttl := o.Config.CacheTTL
+	if ttl <= 0 {
+		ttl = cost.TTL5m
+	}
+	p.caches = newCaches(o.MaxConversations, ttl, o.Now, p.m.reg)
 	p.metrics = promhttp.HandlerFor(p.m.reg, promhttp.HandlerOpts{})
 	up := o.Upstream
 	p.rp = &httputil.ReverseProxy{
@@ -487,6 +507,10 @@ func (p *Proxy) admin(w http.ResponseWriter, r *http.Request) {
 	if name != "healthz" && !p.adminAllowed(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="compact-host proxy"`)
 		http.Error(w, "compact-host proxy: this endpoint needs the metrics token: Authorization: Bearer <token>", http.StatusUnauthorized)
+		return
+	}
+	if id, ok := strings.CutPrefix(name, "conversations"); ok && (id == "" || id[0] == '/') {
+		p.serveConversations(w, r, strings.TrimPrefix(id, "/"))
 		return
 	}
 	switch name {

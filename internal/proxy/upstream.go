@@ -38,7 +38,7 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	resp, err := t.send(req, kind)
 	if err != nil || x == nil || resp.StatusCode < 400 {
-		return resp, err
+		return x.observe(resp), err
 	}
 	body, err := readErrorBody(resp)
 	if err != nil {
@@ -60,7 +60,8 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	again.Body = io.NopCloser(bytes.NewReader(retry))
 	again.ContentLength = int64(len(retry))
 	again.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(retry)), nil }
-	return t.send(again, kind)
+	resp, err = t.send(again, kind)
+	return x.observe(resp), err
 }
 
 func (t *upstreamTransport) send(req *http.Request, kind string) (*http.Response, error) {

@@ -26,6 +26,17 @@ type EngineOptions struct {
 	KeepRecentTokens tokencount.Tokens `json:"keep_recent_tokens,omitempty"`
 	// Thresholds are the gate's shares of the input budget.
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
+	// Policy is when a session is compacted: threshold (the gate's
+	// share) or cache-aware (past ColdShare once the session's prompt
+	// cache has expired, that is when its last update is older than
+	// CacheTTL; a warm one only halfway from the gate's share to its
+	// emergency share).
+	Policy string `json:"policy,omitempty"`
+	// ColdShare is the cache-aware policy's share of the budget for an
+	// expired cache; default 0.5.
+	ColdShare float64 `json:"cold_share,omitempty"`
+	// CacheTTL is the prompt cache's lifetime, "5m" (default) or "1h".
+	CacheTTL string `json:"cache_ttl,omitempty"`
 }
 
 // Thresholds are shares of the input budget, 0 to 1; zero keeps the

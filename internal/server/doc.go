@@ -48,6 +48,11 @@
 //	               "focus":              what the summary must keep (at most 8 KiB)
 //	               "threshold":          compact only at this share of the budget (0-1)
 //	               "thresholds":         {"prune","compact","overhead_reserve","emergency","min_savings"}
+//	               "policy":             threshold, or cache-aware: a session whose last
+//	                                     update is older than cache_ttl is compacted
+//	                                     past cold_share (default 0.5) of the budget
+//	               "cold_share":         the cache-aware policy's share (0-1)
+//	               "cache_ttl":          the prompt cache's lifetime, 5m (default) or 1h
 //	               "dry_run":            plan only: no session in the answer}}
 //	  200 {"session": the compacted session in output_format (absent on a dry run),
 //	       "messages": the compacted context to send: an array of messages in
@@ -76,7 +81,8 @@
 //
 //	POST /v1/check   (the gate an agent runs before each model call)
 //	  {"session","format","output_format",
-//	   "options": {"model","context_window","strategy","keep_recent_tokens","thresholds"},
+//	   "options": {"model","context_window","strategy","keep_recent_tokens","thresholds",
+//	               "policy","cold_share","cache_ttl"},
 //	   "request": {"tool_schema_tokens","dynamic_tokens"}   tokens the call adds
 //	   "apply":   false: measure only; true: run the gate and return the session}
 //	  200 {"format","messages","tokenizer",

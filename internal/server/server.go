@@ -18,6 +18,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/cost"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/store"
 	"github.com/compact-host/compact-host/internal/redact"
@@ -90,6 +91,10 @@ type Options struct {
 	// a store (Redis) serve the same sessions. Nil keeps them in this
 	// process's memory. The server does not close it.
 	Store store.Store
+	// Now is the clock that says whether a session's prompt cache has
+	// expired since its last update (the cache-aware policy); default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Server is the HTTP JSON API over the engine. It is safe for concurrent
@@ -133,6 +138,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if _, err := host.New(opts.Config); err != nil {
 		return nil, fmt.Errorf("server: engine config: %w", err)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	switch {
 	case opts.MaxRequestBytes < 0:
@@ -429,6 +437,28 @@ func (s *Server) engine(ctx context.Context, o EngineOptions, model host.ModelCl
 				*f.to = f.v
 			}
 		}
+	}
+	switch o.Policy {
+	case "":
+	case host.PolicyThreshold, host.PolicyCacheAware:
+		cfg.Policy = o.Policy
+	default:
+		return nil, badRequest("options.policy %q: want threshold or cache-aware", o.Policy)
+	}
+	if !(o.ColdShare >= 0 && o.ColdShare <= 1) {
+		return nil, badRequest("options.cold_share %g: want a share between 0 and 1", o.ColdShare)
+	}
+	if o.ColdShare > 0 {
+		cfg.ColdShare = o.ColdShare
+	}
+	switch o.CacheTTL {
+	case "":
+	case "5m":
+		cfg.CacheTTL = cost.TTL5m
+	case "1h":
+		cfg.CacheTTL = cost.TTL1h
+	default:
+		return nil, badRequest("options.cache_ttl %q: want 5m or 1h", o.CacheTTL)
 	}
 	if o.Strategy != "" {
 		if _, err := s.opts.Registry.Strategy(ctx, o.Strategy); err != nil {

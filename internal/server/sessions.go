@@ -212,19 +212,32 @@ func (s *Server) load(ctx context.Context, ref sessionRef) (*loaded, *apiError) 
 }
 
 // threshold is the share of the budget past which a session is
-// compacted: its options' threshold, else the gate's.
-func threshold(e *host.Engine, o CompactOptions) float64 {
+// compacted: its options' threshold, else the engine's policy's, which
+// for the cache-aware policy depends on whether the session's prompt
+// cache is cold (its last update older than the cache's lifetime).
+func threshold(e *host.Engine, o CompactOptions, cold bool) float64 {
 	if o.Threshold > 0 {
 		return o.Threshold
 	}
-	return e.Budget().CompactAt
+	pol := e.Policy()
+	if cold && pol.ColdAt > 0 {
+		return min(pol.ColdAt, pol.CompactAt)
+	}
+	return pol.CompactAt
+}
+
+// cold says whether a session last updated at updated has outlived the
+// engine's prompt-cache lifetime.
+func (s *Server) cold(e *host.Engine, updated time.Time) bool {
+	return !updated.IsZero() && s.opts.Now().Sub(updated) > e.Budget().CacheTTL
 }
 
 // gate compacts sess when it passes the threshold, the way
 // /v1/compact does (strategy, fallbacks, options), and reports it.
 // compacted is true when a compaction (not only a prune) was made.
-func (s *Server) gate(ctx context.Context, e *host.Engine, ev *events, sess *host.Session, o CompactOptions, began time.Time) (rep *CompactReport, compacted bool, aerr *apiError) {
-	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, Threshold: threshold(e, o)})
+func (s *Server) gate(ctx context.Context, e *host.Engine, ev *events, sess *host.Session, o CompactOptions, cold bool, began time.Time) (rep *CompactReport, compacted bool, aerr *apiError) {
+	at := threshold(e, o, cold)
+	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, Threshold: at})
 	if err != nil {
 		return nil, false, workError(ctx, "compacting", err)
 	}
@@ -234,7 +247,7 @@ func (s *Server) gate(ctx context.Context, e *host.Engine, ev *events, sess *hos
 	b := e.Budget()
 	rep = &CompactReport{
 		Action: res.Action, Format: formats.Canonical, Messages: sess.Len(), Model: s.model(o.EngineOptions),
-		ContextWindow: b.ContextWindow, Budget: b.Input, Tokenizer: e.Tokenizer(), Threshold: threshold(e, o),
+		ContextWindow: b.ContextWindow, Budget: b.Input, Tokenizer: e.Tokenizer(), Threshold: at,
 		TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, Fits: res.Fits,
 		RequestedStrategy: firstOf(o.Strategy, s.opts.Config.Strategy, host.DefaultStrategy),
 		Kept:              len(sess.Context()),
@@ -289,7 +302,7 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 		return aerr
 	}
 	defer s.unlock(ctx, ref, l)
-	rep, _, aerr := s.gate(ctx, e, ev, sess, req.Options, began)
+	rep, _, aerr := s.gate(ctx, e, ev, sess, req.Options, false, began)
 	if aerr != nil {
 		return aerr
 	}
@@ -419,7 +432,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 		if err := host.Validate(sess.Context(), true); err != nil {
 			return errorf(http.StatusBadRequest, CodeInvalidSession, "the session with these messages breaks the providers' rules: %v", err)
 		}
-		rep, compacted, aerr := s.gate(ctx, ld.engine, ld.events, sess, ld.settings.Options, began)
+		rep, compacted, aerr := s.gate(ctx, ld.engine, ld.events, sess, ld.settings.Options, s.cold(ld.engine, cur.UpdatedAt), began)
 		if aerr != nil {
 			return aerr
 		}

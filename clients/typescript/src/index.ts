@@ -109,6 +109,12 @@ export interface EngineOptions {
   strategy?: string;
   keep_recent_tokens?: number;
   thresholds?: Thresholds;
+  /** When a session is compacted: "threshold" or "cache-aware". */
+  policy?: "threshold" | "cache-aware";
+  /** The cache-aware policy's share of the budget for an expired cache. */
+  cold_share?: number;
+  /** The prompt cache's lifetime: "5m" or "1h". */
+  cache_ttl?: "5m" | "1h";
 }
 
 export interface CompactOptions extends EngineOptions {

@@ -120,6 +120,12 @@ class EngineOptions:
     strategy: Optional[str] = None
     keep_recent_tokens: Optional[int] = None
     thresholds: Optional[Thresholds] = None
+    # When a session is compacted: "threshold" or "cache-aware".
+    policy: Optional[str] = None
+    # The cache-aware policy's share of the budget for an expired cache.
+    cold_share: Optional[float] = None
+    # The prompt cache's lifetime: "5m" or "1h".
+    cache_ttl: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         return _drop_none(asdict(self))
