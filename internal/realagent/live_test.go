@@ -177,6 +177,11 @@ func TestContextNowIsWhatTheAgentSends(t *testing.T) {
 			require.NoError(t, err)
 			path := filepath.Join(t.TempDir(), tc.file)
 			require.NoError(t, os.WriteFile(path, data, 0o600))
+			var instructions []string
+			if tc.agent == Codex {
+				instructions = replacementInstructions(t, path)
+				require.NotEmpty(t, instructions, "the agent's last compaction kept no developer instructions")
+			}
 			for _, st := range []struct {
 				stage  string
 				window int
@@ -200,7 +205,10 @@ func TestContextNowIsWhatTheAgentSends(t *testing.T) {
 				if tc.agent == Codex {
 					// Codex keeps its permissions in the replacement
 					// history: a compaction of ours keeps them there.
-					assert.True(t, containsText(jsonStrings(t, calls[0].Body), "<permissions instructions>"), "%s: Codex resumed without its permissions", st.stage)
+					sentText := jsonStrings(t, calls[0].Body)
+					for _, text := range instructions {
+						assert.True(t, sentText[text], "%s: Codex resumed without the developer instructions %.60q", st.stage, text)
+					}
 				}
 				if st.window > 0 {
 					assert.LessOrEqual(t, sent.Total(), st.window, "%s: the agent's request after compacting for a %d-token window", st.stage, st.window)
@@ -218,6 +226,31 @@ func TestContextNowIsWhatTheAgentSends(t *testing.T) {
 	if len(rows) > 0 {
 		t.Log("inspect's request (live context + --agent-overhead) against what the agent sent (tokens, " + e.Tokenizer() + "):\n" + liveTable(rows))
 	}
+}
+
+// replacementInstructions are the texts of the developer messages of a
+// Codex rollout's last replacement history: the instructions Codex goes on
+// with after its compaction.
+func replacementInstructions(t *testing.T, path string) []string {
+	t.Helper()
+	var out []string
+	for _, r := range records(t, path) {
+		if str(r["type"]) != "compacted" {
+			continue
+		}
+		out = nil
+		for _, it := range list(obj(r["payload"])["replacement_history"]) {
+			if str(obj(it)["role"]) != "developer" {
+				continue
+			}
+			for _, c := range list(obj(it)["content"]) {
+				if text := str(obj(c)["text"]); text != "" {
+					out = append(out, text)
+				}
+			}
+		}
+	}
+	return out
 }
 
 func liveTable(rows []liveRow) string {
