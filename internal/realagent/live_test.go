@@ -92,14 +92,7 @@ func agentOverhead(t *testing.T, agent Agent, bin string) int {
 	}
 	short := filepath.Join(t.TempDir(), "short.jsonl")
 	require.NoError(t, os.WriteFile(short, headThroughFirstAnswer(t, agent, corpusPath(t, overheadSource[agent])), 0o600))
-	run, err := Resume(context.Background(), agent, Options{Bin: bin, Session: short, Prompt: resumePrompt, Reply: resumeReply, Dir: t.TempDir()})
-	require.NoError(t, err)
-	calls := run.ModelCalls()
-	require.Len(t, calls, 1, "%s", describe(run.Requests))
-	e, err := InspectEngine()
-	require.NoError(t, err)
-	sent, err := CountSent(e, agent, calls[0].Body)
-	require.NoError(t, err)
+	_, _, sent := resumeOnce(t, agent, bin, short)
 	file := inspectLive(t, short, "--agent-overhead", "0").Tokens
 	n := sent.Total() - file
 	t.Logf("%s overhead: %d tokens (sent %d: messages %d, system %d, tools %d; inspect counts %d of the short session)",
@@ -110,6 +103,22 @@ func agentOverhead(t *testing.T, agent Agent, bin string) int {
 	}
 	measured.tokens[agent] = n
 	return n
+}
+
+// resumeOnce resumes path with the agent for one turn and returns the
+// run, its one model call's body, and that call counted as inspect counts
+// a file.
+func resumeOnce(t *testing.T, agent Agent, bin, path string) (*Run, []byte, Sent) {
+	t.Helper()
+	run, err := Resume(context.Background(), agent, Options{Bin: bin, Session: path, Prompt: resumePrompt, Reply: resumeReply, Dir: t.TempDir()})
+	require.NoError(t, err)
+	calls := run.ModelCalls()
+	require.Len(t, calls, 1, "one turn, one model call: %s", describe(run.Requests))
+	e, err := InspectEngine()
+	require.NoError(t, err)
+	sent, err := CountSent(e, agent, calls[0].Body)
+	require.NoError(t, err)
+	return run, calls[0].Body, sent
 }
 
 // headThroughFirstAnswer is the lines of a session file up to and with
@@ -192,12 +201,7 @@ func TestContextNowIsWhatTheAgentSends(t *testing.T) {
 				r := inspectLive(t, path, "--agent-overhead", strconv.Itoa(overhead))
 				require.Equal(t, overhead, r.AgentOverhead)
 				require.Equal(t, "flag", r.AgentOverheadSource)
-				run, err := Resume(context.Background(), tc.agent, Options{Bin: bin, Session: path, Prompt: resumePrompt, Reply: resumeReply, Dir: t.TempDir()})
-				require.NoError(t, err)
-				calls := run.ModelCalls()
-				require.Len(t, calls, 1, "%s: %s", st.stage, describe(run.Requests))
-				sent, err := CountSent(e, tc.agent, calls[0].Body)
-				require.NoError(t, err)
+				_, body, sent := resumeOnce(t, tc.agent, bin, path)
 				mu.Lock()
 				rows = append(rows, liveRow{tc.file, st.stage, st.window, r, sent})
 				mu.Unlock()
@@ -205,7 +209,7 @@ func TestContextNowIsWhatTheAgentSends(t *testing.T) {
 				if tc.agent == Codex {
 					// Codex keeps its permissions in the replacement
 					// history: a compaction of ours keeps them there.
-					sentText := jsonStrings(t, calls[0].Body)
+					sentText := jsonStrings(t, body)
 					for _, text := range instructions {
 						assert.True(t, sentText[text], "%s: Codex resumed without the developer instructions %.60q", st.stage, text)
 					}
@@ -286,8 +290,6 @@ var repeatedWindows = map[Agent][]int{
 // away byte for byte; once the agent wrote its turn after our block, it
 // exits 7 and changes nothing.
 func TestRepeatedInPlaceThenTheAgentResumes(t *testing.T) {
-	e, err := InspectEngine()
-	require.NoError(t, err)
 	for _, tc := range []struct {
 		file  string
 		agent Agent
@@ -320,12 +322,7 @@ func TestRepeatedInPlaceThenTheAgentResumes(t *testing.T) {
 			last := windows[len(windows)-1]
 			r := inspectLive(t, path, "--agent-overhead", strconv.Itoa(overhead))
 
-			run, err := Resume(context.Background(), tc.agent, Options{Bin: bin, Session: path, Prompt: resumePrompt, Reply: resumeReply, Dir: t.TempDir()})
-			require.NoError(t, err)
-			calls := run.ModelCalls()
-			require.Len(t, calls, 1, "%s", describe(run.Requests))
-			sent, err := CountSent(e, tc.agent, calls[0].Body)
-			require.NoError(t, err)
+			run, _, sent := resumeOnce(t, tc.agent, bin, path)
 			t.Logf("%s: %d blocks in %d runs; the agent sent %d tokens at a %d window; inspect said %d", tc.file, blocks, len(windows), sent.Total(), last, r.Request)
 			assert.LessOrEqual(t, sent.Total(), last, "the agent's request after compacting for a %d-token window", last)
 			assert.InEpsilon(t, sent.Total(), r.Request, 0.05, "inspect's request against what the agent sent")
