@@ -229,6 +229,9 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			if text != "" {
 				b.close()
 				b.add(abi.RoleSystem, id, abi.Block{Type: abi.BlockText, Text: text})
+				if len(b.msgs) == 1 {
+					s.ownInstructions = 1 // sent as the request's instructions
+				}
 			}
 		case "response_item":
 			var it codexItem
@@ -268,7 +271,7 @@ func readCodexTracked(r *bufio.Reader, s *Session, tr *sourceLines) error {
 			}
 			repl, _ := normalize(rb.msgs, nil, id+"-r", map[string]int{})
 			s.AgentCompactions = append(s.AgentCompactions, AgentCompaction{ID: id, Summary: c.Message, FirstKept: len(b.msgs), Replacement: repl,
-				Line: n, Bytes: len(line) + 1, Ours: c.Appended != nil, AppendedTo: c.Appended})
+				Line: n, Bytes: len(line) + 1, Ours: c.Appended != nil, AppendedTo: c.Appended, whole: c.Replacement != nil})
 			lastCompacted = n
 		case "event_msg":
 			var ev struct {

@@ -139,6 +139,11 @@ type Session struct {
 	// from, to write a compacted conversation back into with every field
 	// it does not change; nil for the other formats.
 	Request *Request
+
+	// ownInstructions is how many of the leading Messages the agent sends
+	// itself with every request, whatever its compactions (Codex's base
+	// instructions).
+	ownInstructions int
 }
 
 // AgentCompaction is one compaction an agent made itself: Claude Code's
@@ -172,6 +177,11 @@ type AgentCompaction struct {
 	// without any other record (see FindAppended).
 	Ours       bool
 	AppendedTo *Appended
+
+	// whole is set when Replacement is all the agent goes on with (a
+	// Codex replacement_history): nothing before the compaction is sent
+	// but the instructions the agent sends itself.
+	whole bool
 }
 
 // Subagent is one subagent's conversation inside an agent's session file.

@@ -21,26 +21,36 @@ import (
 // AppendCompaction chains after a Claude Code summary), and the messages
 // written since. A session the agent never compacted is returned as
 // Messages.
+//
+// A Codex replacement history is the whole history Codex goes on with:
+// of what came before it, only the base instructions are sent, never the
+// developer messages the rollout opened with. The developer messages the
+// replacement keeps (Codex puts its permissions there, after the user's
+// messages) are pinned, so that no later compaction folds them away.
 func (s *Session) Live() []abi.Message {
 	if len(s.AgentCompactions) == 0 {
 		return s.Messages
 	}
 	c := s.AgentCompactions[len(s.AgentCompactions)-1]
 	var out []abi.Message
-	// Codex sends its base instructions itself; they are never in the
-	// replacement history, unlike the developer messages.
-	inRepl := map[string]bool{}
-	for _, m := range c.Replacement {
-		if m.Role == abi.RoleSystem {
-			inRepl[textOf(m.Content, abi.BlockText)] = true
+	if c.whole {
+		out = append(out, s.Messages[:min(s.ownInstructions, c.FirstKept)]...)
+	} else {
+		// The agent sends its leading instructions again, unless the kept
+		// history carries them.
+		inRepl := map[string]bool{}
+		for _, m := range c.Replacement {
+			if m.Role == abi.RoleSystem {
+				inRepl[textOf(m.Content, abi.BlockText)] = true
+			}
 		}
-	}
-	for _, m := range s.Messages[:c.FirstKept] {
-		if m.Role != abi.RoleSystem || !m.Pinned {
-			break
-		}
-		if !inRepl[textOf(m.Content, abi.BlockText)] {
-			out = append(out, m)
+		for _, m := range s.Messages[:c.FirstKept] {
+			if m.Role != abi.RoleSystem || !m.Pinned {
+				break
+			}
+			if !inRepl[textOf(m.Content, abi.BlockText)] {
+				out = append(out, m)
+			}
 		}
 	}
 	// The summary goes where the replacement history has it (Codex keeps
@@ -49,10 +59,8 @@ func (s *Session) Live() []abi.Message {
 	for i < len(c.Replacement) && c.Replacement[i].Role == abi.RoleSystem {
 		i++
 	}
+	from := len(out)
 	out = append(out, c.Replacement[:i]...)
-	// The instructions the replacement opens with stay through the next
-	// compaction, as the session's own leading instructions do.
-	pinLeadingSystem(out)
 	if c.Summary != "" && !slices.ContainsFunc(c.Replacement, func(m abi.Message) bool { return m.Summary }) {
 		id := "summary"
 		if c.ID != "" {
@@ -61,6 +69,14 @@ func (s *Session) Live() []abi.Message {
 		out = append(out, abi.Message{ID: id, Role: abi.RoleUser, Summary: true, Content: []abi.Block{{Type: abi.BlockText, Text: c.Summary}}})
 	}
 	out = append(out, c.Replacement[i:]...)
+	// The instructions the replacement keeps stay through the next
+	// compaction, wherever they stand, as the session's own leading
+	// instructions do.
+	for k := from; k < len(out); k++ {
+		if out[k].Role == abi.RoleSystem {
+			out[k].Pinned = true
+		}
+	}
 	return append(out, s.Messages[c.FirstKept:]...)
 }
 

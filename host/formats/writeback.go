@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,21 +98,32 @@ func AppendCompaction(data []byte, wb WriteBack) ([]byte, error) {
 	var repl []json.RawMessage // kept items of the latest compacted record
 	var replPinned []json.RawMessage
 	if tr.repl != nil {
-		if k, ok := tr.repl.first[wb.FirstKeptID]; ok && wb.FirstKeptID != "" {
+		// The pinned items of the replacement (the developer instructions
+		// Codex keeps there) are replayed wherever the cut falls: before
+		// the first item kept from it, or anywhere after it.
+		k, inRepl := tr.repl.first[wb.FirstKeptID]
+		inRepl = inRepl && wb.FirstKeptID != ""
+		var pinnedAt []int
+		for _, id := range wb.PinnedIDs {
+			if j, ok := tr.repl.first[id]; ok && (!inRepl || j < k) {
+				pinnedAt = append(pinnedAt, j)
+			}
+		}
+		if inRepl || len(pinnedAt) > 0 {
 			var c struct {
 				History []json.RawMessage `json:"replacement_history"`
 			}
-			if err := json.Unmarshal(mustPayload(lines[tr.repl.line-1]), &c); err != nil || k > len(c.History) {
+			if err := json.Unmarshal(mustPayload(lines[tr.repl.line-1]), &c); err != nil || k > len(c.History) || slices.Max(append(pinnedAt, 0)) > len(c.History) {
 				return nil, fmt.Errorf("%w: line %d, a compacted record, cannot be read again", ErrNotWritable, tr.repl.line)
 			}
-			for _, id := range wb.PinnedIDs {
-				if j, ok := tr.repl.first[id]; ok && j < k {
-					replPinned = append(replPinned, c.History[j-1])
-				}
+			for _, j := range pinnedAt {
+				replPinned = append(replPinned, c.History[j-1])
 			}
-			// Kept from an item of the replacement: the items after it
-			// and every item written since.
-			repl, start = c.History[k-1:], tr.repl.line+1
+			if inRepl {
+				// Kept from an item of the replacement: the items after it
+				// and every item written since.
+				repl, start = c.History[k-1:], tr.repl.line+1
+			}
 		}
 	}
 	if wb.FirstKeptID != "" && repl == nil {

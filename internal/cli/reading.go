@@ -56,10 +56,14 @@ func (o *overheadFlag) Set(v string) error {
 func overheadText(o sessionio.Overhead) string {
 	switch o.Source {
 	case sessionio.OverheadFile:
+		// The usage is of the setup that recorded the file (its tools,
+		// its MCP servers, its version); the agent that resumes it may
+		// add more or less.
+		const whose = "the recording setup's; --agent-overhead sets yours"
 		if o.At < 0 {
-			return fmt.Sprintf("%s tokens (learned from the usage recorded at the file's start)", num(o.Tokens))
+			return fmt.Sprintf("%s tokens (learned from the usage recorded at the file's start: %s)", num(o.Tokens), whose)
 		}
-		return fmt.Sprintf("%s tokens (learned from the usage recorded at message %d)", num(o.Tokens), o.At)
+		return fmt.Sprintf("%s tokens (learned from the usage recorded at message %d: %s)", num(o.Tokens), o.At, whose)
 	case sessionio.OverheadDefault:
 		return fmt.Sprintf("%s tokens (the agent's typical figure; the file records no usable usage)", num(o.Tokens))
 	case sessionio.OverheadFlag:

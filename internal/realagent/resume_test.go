@@ -117,14 +117,7 @@ func fileSum(t *testing.T, path string) [32]byte {
 // session file it was given, not to a new session.
 func assertResumedInPlace(t *testing.T, agent Agent, run *Run) {
 	t.Helper()
-	pattern := filepath.Join(run.Home, ".claude", "projects", "*", run.SessionID+".jsonl")
-	if agent == Codex {
-		pattern = filepath.Join(run.Home, ".codex", "sessions", "*", "*", "*", "rollout-*-"+run.SessionID+".jsonl")
-	}
-	files, err := filepath.Glob(pattern)
-	require.NoError(t, err)
-	require.Len(t, files, 1, "the session file the agent resumed")
-	data, err := os.ReadFile(files[0])
+	data, err := os.ReadFile(resumedFile(t, agent, run))
 	require.NoError(t, err)
 	assert.Contains(t, string(data), resumeReply, "the answer was not recorded in the resumed session")
 }

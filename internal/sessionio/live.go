@@ -83,7 +83,8 @@ func overhead(e *host.Engine, sess *formats.Session, context []abi.Message, o Re
 
 // learnOverhead is the usage of the first assistant message of msgs from
 // index from that records one, less the estimate of the messages before
-// it, and that message's index.
+// it, and that message's index. A usage of no input tokens stands for no
+// request: Claude Code records its own <synthetic> answers so.
 func learnOverhead(e *host.Engine, msgs []abi.Message, from int) (int, int, bool) {
 	for i := from; i < len(msgs); i++ {
 		u := msgs[i].Usage
@@ -91,6 +92,9 @@ func learnOverhead(e *host.Engine, msgs []abi.Message, from int) (int, int, bool
 			continue
 		}
 		sent := u.InputTokens + u.CacheReadTokens + u.CacheWriteTokens
+		if sent == 0 {
+			continue
+		}
 		t := sent - countMessages(e, msgs[:i])
 		return t, i, t >= 0 && t <= maxLearnedOverhead
 	}
