@@ -408,3 +408,33 @@ func TestReplacedScriptIsNotOpen(t *testing.T) {
 	assert.Contains(t, next, "check.js")
 	assert.Contains(t, section(t, s, structured.PendingItems), "went another way: `bash cd /testbed && python test_fix2.py` ran after it")
 }
+
+// An error already fixed is history: when room runs short it goes before
+// an error nothing has fixed yet, never after it.
+func TestFixedErrorsGiveWayFirst(t *testing.T) {
+	msgs := []abi.Message{
+		user("Make the config tests pass."),
+		assistant("", call("t1", "Bash", args{"command": "go test ./internal/config/..."})),
+		result("t1", "--- FAIL: TestLoadMissing (0.00s)\nFAIL\nexit status 1", false),
+		assistant("", call("e1", "Edit", args{"file_path": "internal/config/load.go", "old_string": "return nil", "new_string": "return ErrMissing"})),
+		result("e1", "ok", false),
+		assistant("", call("t2", "Bash", args{"command": "go test ./internal/config/..."})),
+		result("t2", "ok  \tacme/internal/config\t0.01s", false),
+		assistant("", call("r1", "Read", args{"file_path": "internal/config/schema.json"})),
+		result("r1", "File does not exist.", true),
+		assistant("The loader now returns ErrMissing; the schema file is still missing."),
+	}
+	const fixed, open = "passed later", "schema.json` failed with"
+	sawOpenAlone := false
+	for target := 120; target <= 1200; target += 20 {
+		p := section(t, offline(t, msgs, target), structured.PendingItems)
+		if strings.Contains(p, fixed) {
+			require.Contains(t, p, open, "at %d tokens the fixed error is kept and the open one left out:\n%s", target, p)
+		}
+		sawOpenAlone = sawOpenAlone || strings.Contains(p, open) && !strings.Contains(p, fixed)
+	}
+	assert.True(t, sawOpenAlone, "no target keeps the open error without the fixed one")
+	whole := section(t, offline(t, msgs, 4000), structured.PendingItems)
+	assert.Contains(t, whole, fixed)
+	assert.Contains(t, whole, open)
+}

@@ -419,12 +419,14 @@ func pending(f *digest.Facts, prev map[string][]string) digest.Part {
 		text := "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text))
 		p.Items = append(p.Items, digest.Item{Text: text, Keep: keepRead, Header: "Errors not seen fixed:"})
 	}
+	// An error already fixed is history, kept beside its fix: when room
+	// runs short it gives way before an error nothing has fixed yet.
 	for _, r := range digest.Last(fixed, 5) {
 		text := "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text)) + "; fixed: " + digest.Code(r.FixedBy) + " passed later"
 		if r.FixedBy == "" {
 			text = "- " + digest.Code(r.Call) + " failed with " + digest.Code(firstLine(r.Text)) + "; went another way: " + digest.Code(r.Instead) + " ran after it"
 		}
-		p.Items = append(p.Items, digest.Item{Text: text, Keep: keepRead, Header: "Errors met since fixed:"})
+		p.Items = append(p.Items, digest.Item{Text: text, Keep: keepFocused, Header: "Errors met since fixed:"})
 	}
 	p.Items = append(p.Items, previousItems(prev[PendingItems], nil)...)
 	return p

@@ -131,3 +131,21 @@ func TestClipKeepsUTF8(t *testing.T) {
 		}
 	}
 }
+
+func TestErrorsLeaveOutCallsNotRun(t *testing.T) {
+	msgs := []abi.Message{
+		pluginstest.User("Find the handler."),
+		pluginstest.Assistant("", pluginstest.Call("g", "Grep", pluginstest.Args{"pattern": "func Handle"}), pluginstest.Call("r", "Read", pluginstest.Args{"file_path": "h.go"})),
+		pluginstest.Result("g", "ENOENT: no such file or directory, posix_spawn 'rg'", true),
+		pluginstest.Result("r", "<tool_use_error>Sibling tool call errored</tool_use_error>", true),
+	}
+	errs := digest.Errors(msgs)
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Call, "Grep") {
+		t.Fatalf("errors %+v, want only the Grep that failed, not the Read it kept from running", errs)
+	}
+	// A result that says more than that is an error of its own.
+	msgs[3] = pluginstest.Result("r", "<tool_use_error>Sibling tool call errored</tool_use_error>\n"+strings.Repeat("h.go: permission denied\n", 8), true)
+	if errs := digest.Errors(msgs); len(errs) != 2 {
+		t.Fatalf("errors %+v, want both", errs)
+	}
+}

@@ -357,20 +357,62 @@ func FitDoc(ctx context.Context, d *Doc, target int, count func(context.Context,
 
 // Dedupe drops every item whose text, on one line and without its list
 // marker, an earlier item already says, so that no line of a summary is
-// written twice. Short items (a bare marker, a number) are left alone.
+// written twice. Short items (a bare marker, a number) are left alone. A
+// long item (a sentence, not a name) also goes when an earlier item that
+// Fit gives up no sooner quotes it whole: "Last said: “X”" and a later
+// "- X" say the same thing, and at a small window the second copy costs
+// what another finding would have had.
 func (d *Doc) Dedupe() {
 	seen := map[string]bool{}
+	// quoted holds what the items kept so far quote (“…”), with the
+	// highest priority of an item quoting it.
+	quoted := map[string]int{}
 	for p := range d.Parts {
 		part := &d.Parts[p]
 		kept := part.Items[:0]
 		for _, it := range part.Items {
-			key := trimListMarker(OneLine(it.Text))
+			line := OneLine(it.Text)
+			key := trimListMarker(line)
 			if len(key) >= 24 && seen[key] && it.Keep < Never {
+				continue
+			}
+			if k, ok := quoted[key]; ok && it.Keep < Never && k >= it.Keep {
 				continue
 			}
 			seen[key] = true
 			kept = append(kept, it)
+			for q := range quotes(line) {
+				if k, ok := quoted[q]; !ok || k < it.Keep {
+					quoted[q] = it.Keep
+				}
+			}
 		}
 		part.Items = kept
+	}
+}
+
+// quotedMin is the shortest quotation Dedupe matches items against: below
+// it a match is a name or a phrase, not the same statement.
+const quotedMin = 48
+
+// quotes yields the spans of s between “ and ” of at least quotedMin
+// bytes.
+func quotes(s string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for {
+			i := strings.Index(s, "“")
+			if i < 0 {
+				return
+			}
+			s = s[i+len("“"):]
+			j := strings.Index(s, "”")
+			if j < 0 {
+				return
+			}
+			if j >= quotedMin && !yield(s[:j]) {
+				return
+			}
+			s = s[j+len("”"):]
+		}
 	}
 }

@@ -176,3 +176,29 @@ func TestFitTakesBackWhatFitsAgain(t *testing.T) {
 	}
 	assert.NotContains(t, out, "left out.")
 }
+
+func TestDedupeDropsAQuotedStatement(t *testing.T) {
+	said := "Now update the bead to reflect the simplified design, then push to the same PR."
+	d := &Doc{Parts: []Part{
+		{Title: "Next Step", Items: []Item{{Text: "- The assistant said it would next: “" + said + "”", Keep: Never}}},
+		{Title: "Narrative", Items: []Item{
+			{Text: "- " + said, Keep: 3},
+			// Short: a name, not a statement, so it stays.
+			{Text: "- the simplified design", Keep: 3},
+			// Quoted only by an item Fit gives up sooner: it stays.
+			{Text: "- Decided: keep the union merge driver for the tags overlay.", Keep: 9},
+			{Text: "Last said: “Decided: keep the union merge driver for the tags overlay.”", Keep: 1},
+		}},
+	}}
+	d.Dedupe()
+	require.Len(t, d.Parts[0].Items, 1)
+	var texts []string
+	for _, it := range d.Parts[1].Items {
+		texts = append(texts, it.Text)
+	}
+	assert.Equal(t, []string{
+		"- the simplified design",
+		"- Decided: keep the union merge driver for the tags overlay.",
+		"Last said: “Decided: keep the union merge driver for the tags overlay.”",
+	}, texts)
+}

@@ -37,6 +37,7 @@ func errorsOf(msgs []abi.Message, calls []Call) []ErrorNote {
 		seen[r.Index] = true
 		var text string
 		switch {
+		case notRun(r.Text):
 		case r.IsError:
 			text = errorExcerpt(r.Text, true)
 		case c.IsShell() || strings.Contains(c.tool, "bash") || strings.Contains(c.tool, "shell"):
@@ -52,7 +53,7 @@ func errorsOf(msgs []abi.Message, calls []Call) []ErrorNote {
 			continue
 		}
 		for _, b := range m.Content {
-			if b.Type == abi.BlockToolResult && b.IsError {
+			if b.Type == abi.BlockToolResult && b.IsError && !notRun(b.Text) {
 				if text := errorExcerpt(b.Text, true); text != "" {
 					out = append(out, ErrorNote{Index: i, Call: "tool", Text: text})
 				}
@@ -61,6 +62,14 @@ func errorsOf(msgs []abi.Message, calls []Call) []ErrorNote {
 	}
 	sortNotes(out)
 	return out
+}
+
+// notRun reports whether a tool result says only that the call was not
+// run because another call of the same batch failed (Claude Code's
+// "Sibling tool call errored"): the failure is the other call's, listed
+// with it, and this call neither failed nor needs a fix.
+func notRun(text string) bool {
+	return strings.Contains(text, "Sibling tool call errored") && len(strings.TrimSpace(text)) < 120
 }
 
 func sortNotes(ns []ErrorNote) {
