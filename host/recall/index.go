@@ -49,7 +49,7 @@ type Index struct {
 	msgs []abi.Message
 	keys []Key
 	// halves maps a span half (one message's ID under one key) to the
-	// message's index; tools maps a tool-output reference to the index of
+	// message's index + 1; tools maps a tool-output reference to the index of
 	// the message holding the output and the block.
 	halves map[string]int
 	tools  map[string]loc
@@ -75,10 +75,8 @@ func New(msgs []abi.Message, keys ...Key) *Index {
 	var b strings.Builder
 	for i := range msgs {
 		for _, k := range keys {
-			if id := msgs[i].ID; id != "" {
-				if _, dup := x.halves[k.mac("s", id, halfHex)]; !dup {
-					x.halves[k.mac("s", id, halfHex)] = i
-				}
+			if h := k.mac("s", x.id(i), halfHex); x.halves[h] == 0 {
+				x.halves[h] = i + 1
 			}
 		}
 		for j, blk := range msgs[i].Content {
@@ -106,6 +104,15 @@ func New(msgs []abi.Message, keys ...Key) *Index {
 	// length would move every offset after it.
 	x.lower = asciiLower(x.text)
 	return x
+}
+
+// id is the ID of msgs[i] for span references: its own, or for a message
+// read without one, its place, so that search hits can still be recalled.
+func (x *Index) id(i int) string {
+	if id := x.msgs[i].ID; id != "" {
+		return id
+	}
+	return "#" + strconv.Itoa(i)
 }
 
 // KeysFor are the keys a conversation's markers may be made under: one for
@@ -167,12 +174,11 @@ func (x *Index) Recall(ref string, page int) (Page, error) {
 		if len(ref) != 2+2*halfHex {
 			return Page{}, ErrUnknownRef
 		}
-		from, ok1 := x.halves[ref[2:2+halfHex]]
-		to, ok2 := x.halves[ref[2+halfHex:]]
-		if !ok1 || !ok2 || from > to {
+		from, to := x.halves[ref[2:2+halfHex]], x.halves[ref[2+halfHex:]]
+		if from == 0 || to == 0 || from > to {
 			return Page{}, ErrUnknownRef
 		}
-		text = x.render(from, to+1)
+		text = x.render(from-1, to)
 	}
 	pages := max(1, (len(text)+PageBytes-1)/PageBytes)
 	p := Page{Ref: ref, Page: page, Pages: min(pages, MaxPages), Bytes: len(text), Truncated: pages > MaxPages}
@@ -357,7 +363,7 @@ func (x *Index) hit(l loc, n, at int) Hit {
 		h.Ref = k.ToolRef(blk.ToolUseID)
 		h.Tool = x.toolName(l.msg, blk.ToolUseID)
 	} else {
-		h.Ref = k.SpanRef(m.ID, m.ID)
+		h.Ref = k.SpanRef(x.id(l.msg), x.id(l.msg))
 		if blk.Type == abi.BlockToolUse {
 			h.Tool = blk.Name
 		}
