@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -57,6 +59,9 @@ type Index struct {
 	// lower; docs are the blocks' starting offsets in order.
 	text, lower string
 	docs        []doc
+	// freq counts each byte of lower: a substring search scans for the
+	// query's rarest byte, which stops least often.
+	freq [256]int
 }
 
 type loc struct{ msg, block int }
@@ -103,6 +108,9 @@ func New(msgs []abi.Message, keys ...Key) *Index {
 	// ASCII only is folded: a rune whose lower case has another UTF-8
 	// length would move every offset after it.
 	x.lower = asciiLower(x.text)
+	for i := 0; i < len(x.lower); i++ {
+		x.freq[x.lower[i]]++
+	}
 	return x
 }
 
@@ -319,27 +327,96 @@ func (x *Index) Search(q Query) ([]Hit, error) {
 // matches everywhere ("e") costs a bounded amount.
 const maxMatches = 100_000
 
+// findSubstring finds q by its rarest byte: IndexByte skips ahead to it
+// many bytes at a time, and only there is q compared whole.
 func (x *Index) findSubstring(q string) [][2]int {
 	var out [][2]int
-	for at := 0; len(out) < maxMatches; {
-		i := strings.Index(x.lower[at:], q)
+	j := 0
+	for i := 1; i < len(q); i++ {
+		if x.freq[q[i]] < x.freq[q[j]] {
+			j = i
+		}
+	}
+	c, text := q[j], x.lower
+	for at := j; len(out) < maxMatches && at < len(text); {
+		i := strings.IndexByte(text[at:], c)
 		if i < 0 {
 			break
 		}
-		out = append(out, [2]int{at + i, at + i + len(q)})
-		at += i + max(1, len(q))
+		start := at + i - j
+		if start+len(q) <= len(text) && text[start:start+len(q)] == q {
+			out = append(out, [2]int{start, start + len(q)})
+			at = start + len(q) + j
+			continue
+		}
+		at += i + 1
 	}
 	return out
 }
 
+// findRegexp runs re over the blocks that hold a literal every match of
+// re holds, found as findSubstring finds a query; re runs over the whole
+// text only when it has no such literal.
 func (x *Index) findRegexp(re *regexp.Regexp) [][2]int {
 	var out [][2]int
-	for _, m := range re.FindAllStringIndex(x.text, maxMatches) {
-		if m[1] > m[0] {
-			out = append(out, [2]int{m[0], m[1]})
+	add := func(base int, text string) {
+		for _, m := range re.FindAllStringIndex(text, maxMatches-len(out)) {
+			if m[1] > m[0] {
+				out = append(out, [2]int{base + m[0], base + m[1]})
+			}
 		}
 	}
+	lit := requiredLiteral(re.String())
+	if len(lit) < 3 {
+		add(0, x.text)
+		return out
+	}
+	last := -1
+	for _, m := range x.findSubstring(asciiLower(lit)) {
+		d := x.docAt(m[0])
+		if d == last || len(out) >= maxMatches {
+			continue
+		}
+		last = d
+		start, end := x.docs[d].start, len(x.text)
+		if d+1 < len(x.docs) {
+			end = x.docs[d+1].start
+		}
+		add(start, x.text[start:end])
+	}
 	return out
+}
+
+// requiredLiteral is the longest ASCII literal that every match of expr
+// holds, of those at its top level; "" when there is none.
+func requiredLiteral(expr string) string {
+	r, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return ""
+	}
+	r = r.Simplify()
+	for r.Op == syntax.OpCapture {
+		r = r.Sub[0]
+	}
+	subs := []*syntax.Regexp{r}
+	if r.Op == syntax.OpConcat {
+		subs = r.Sub
+	}
+	best := ""
+	for _, sub := range subs {
+		if sub.Op != syntax.OpLiteral {
+			continue
+		}
+		lit := string(sub.Rune)
+		ascii := true
+		for i := 0; i < len(lit); i++ {
+			ascii = ascii && lit[i] < utf8.RuneSelf
+		}
+		if ascii && len(lit) > len(best) {
+			best = lit
+		}
+	}
+	return best
 }
 
 // docAt is the index of the doc holding offset at.

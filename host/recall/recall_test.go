@@ -151,6 +151,14 @@ func TestSearch(t *testing.T) {
 	}
 	assert.Equal(t, k.ToolRef("call_25"), hits[0].Ref, "equal counts rank the latest first")
 
+	// With a literal every match holds (prefiltered) and without one
+	// (the whole text), the same blocks match.
+	for _, q := range []string{`\bneedle-1\d\b found`, `\bneedle-1\d\b`, `(?i)\bNEEDLE-1\d\b`} {
+		hits, err = x.Search(recall.Query{Text: q, Regexp: true, Limit: 50})
+		require.NoError(t, err)
+		assert.Len(t, hits, 10, q)
+	}
+
 	hits, err = x.Search(recall.Query{Text: "Looking", Limit: 1000})
 	require.NoError(t, err)
 	assert.Len(t, hits, 30)
