@@ -46,6 +46,10 @@ type CompactOptions struct {
 	Strategy string
 	// KeepRecentTokens overrides the configured amount kept verbatim.
 	KeepRecentTokens int
+	// RecallHint ends the summary with recall.Hint, telling the model
+	// that it can expand the summary's markers: set it only when the
+	// agent has the recall tools.
+	RecallHint bool
 }
 
 type compactOptions struct {
@@ -274,6 +278,9 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 		summary, offline, err = e.summarizePlan(ctx, s, svc, name, p, opts.Focus)
 		if err == nil {
 			summary = e.verifySummary(summary, p)
+			if opts.RecallHint {
+				summary = recall.WithHint(summary)
+			}
 			err = e.checkShrinks(name, summary, p)
 		}
 		if err == nil {

@@ -158,3 +158,17 @@ func clip(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// Hint is the line a summary carries when the agent has the recall tools
+// (compact-host mcp): it tells the model that the markers can be
+// expanded, and how. It is added only when the agent has the tools, so
+// that no request names a tool the agent lacks.
+const Hint = "The [recall:…] markers in this summary can be expanded: call the recall tool with the part inside the brackets to read the original messages or tool output, or the search tool to find anything said earlier in this conversation."
+
+// WithHint returns summary ending with Hint, once.
+func WithHint(summary string) string {
+	if strings.Contains(summary, Hint) {
+		return summary
+	}
+	return strings.TrimRight(summary, "\n") + "\n\n" + Hint
+}

@@ -224,7 +224,7 @@ func threshold(e *host.Engine, o CompactOptions) float64 {
 // /v1/compact does (strategy, fallbacks, options), and reports it.
 // compacted is true when a compaction (not only a prune) was made.
 func (s *Server) gate(ctx context.Context, e *host.Engine, ev *events, sess *host.Session, o CompactOptions, began time.Time) (rep *CompactReport, compacted bool, aerr *apiError) {
-	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, Threshold: threshold(e, o)})
+	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, RecallHint: o.RecallHint, Threshold: threshold(e, o)})
 	if err != nil {
 		return nil, false, workError(ctx, "compacting", err)
 	}
