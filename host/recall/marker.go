@@ -28,6 +28,9 @@ const (
 	// MinToolOutputBytes is the size from which a tool output in a folded
 	// span gets a marker of its own.
 	MinToolOutputBytes = 1024
+	// MinSpanBytes is the size of folded text from which a span gets a
+	// marker: a shorter one costs about as much to name as to restate.
+	MinSpanBytes = 1024
 	// MaxToolMarkers bounds the tool-output markers of one compaction:
 	// the largest outputs get them.
 	MaxToolMarkers = 12
@@ -86,7 +89,7 @@ func (k Key) SpanRef(firstID, lastID string) string {
 }
 
 // Markers are the markers of a compaction that folds msgs: one for the
-// span, then one for each tool output of MinToolOutputBytes or more, the
+// span (of MinSpanBytes or more), then one for each tool output of MinToolOutputBytes or more, the
 // MaxToolMarkers largest, in the order they were produced. A span whose
 // first or last message has no ID gets no span marker.
 func (k Key) Markers(msgs []abi.Message) []abi.Marker {
@@ -102,7 +105,9 @@ func (k Key) Markers(msgs []abi.Message) []abi.Marker {
 				size += len(b.Text) + len(b.Input)
 			}
 		}
-		out = append(out, abi.Marker{Ref: k.SpanRef(first, last), Kind: abi.MarkerSpan, Bytes: size})
+		if size >= MinSpanBytes {
+			out = append(out, abi.Marker{Ref: k.SpanRef(first, last), Kind: abi.MarkerSpan, Bytes: size})
+		}
 	}
 	names := map[string]string{}
 	type output struct {
