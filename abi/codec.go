@@ -70,6 +70,19 @@ func (w *frameWriter) body(doc any) error {
 		w.int("target_tokens", d.TargetTokens)
 		w.refStr("focus", d.Focus)
 		w.bool("model_available", d.ModelAvailable)
+		if len(d.Markers) > 0 {
+			w.key("markers")
+			w.openArray()
+			for _, m := range d.Markers {
+				w.open()
+				w.str("ref", m.Ref)
+				w.str("kind", m.Kind)
+				w.strOmit("tool_name", m.ToolName)
+				w.intOmit("bytes", m.Bytes)
+				w.close()
+			}
+			w.closeArray()
+		}
 	case *SummarizeResponse:
 		w.refStr("summary", d.Summary)
 		w.boolOmit("offline", d.Offline)
@@ -353,6 +366,25 @@ func (r *docReader) body(doc any) {
 				d.Focus = r.blobStr("focus")
 			case "model_available":
 				d.ModelAvailable = r.bool("model_available")
+			case "markers":
+				r.array("markers", func() {
+					var m Marker
+					r.object("marker", func(key []byte) {
+						switch string(key) {
+						case "ref":
+							m.Ref = r.str("ref")
+						case "kind":
+							m.Kind = r.str("kind")
+						case "tool_name":
+							m.ToolName = r.str("tool_name")
+						case "bytes":
+							m.Bytes = r.int("bytes")
+						default:
+							r.skip()
+						}
+					})
+					d.Markers = append(d.Markers, m)
+				})
 			default:
 				r.skip()
 			}

@@ -22,6 +22,7 @@ func TestRoundTripEveryDocument(t *testing.T) {
 	docs := []any{
 		&Info{ABIMajor: Major, ABIMinor: Minor, Name: "x", Kinds: []string{KindStrategy, KindTruncator}, Categories: []string{"head-tail"}},
 		&SummarizeRequest{Kind: FoldHistory, Messages: msgs, PreviousSummary: "prev", FileOps: FileOps{Read: []string{"a"}, Modified: []string{"b"}}, TargetTokens: 2000, Focus: "auth", ModelAvailable: true},
+		&SummarizeRequest{Kind: FoldHistory, Messages: msgs, TargetTokens: 2000, Markers: []Marker{{Ref: "s-0a1b", Kind: MarkerSpan, Bytes: 9000}, {Ref: "t-ff", Kind: MarkerToolOutput, ToolName: "Bash", Bytes: 4096}}},
 		&SummarizeResponse{Summary: "## Active Task\n…", Offline: true},
 		&TruncateRequest{Category: "head-tail", ToolName: "Bash", Content: bytes.Repeat([]byte("line\n"), 1000), MaxTokens: 100},
 		&TruncateResponse{Content: []byte("short"), Truncated: true, OmittedBytes: 4995, OmittedLines: 999},

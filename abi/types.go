@@ -150,7 +150,38 @@ type SummarizeRequest struct {
 	// ModelAvailable says whether OpComplete will reach a model. When it
 	// is false a strategy runs its offline mode.
 	ModelAvailable bool `json:"model_available"`
+	// Markers (ABI 1.1) name what the summary stands for: the folded span
+	// and the large tool outputs in it. A strategy may place them where
+	// they belong (AppendMarkers adds the ones it left out); the host adds
+	// any the summary lacks, so a strategy built for ABI 1.0 needs nothing.
+	Markers []Marker `json:"markers,omitempty"`
 }
+
+// Marker kinds.
+const (
+	// MarkerSpan stands for the messages a compaction folds.
+	MarkerSpan = "span"
+	// MarkerToolOutput stands for one tool output in the folded span.
+	MarkerToolOutput = "tool_output"
+)
+
+// Marker is one reference a summary carries to what it folds, written in
+// the summary as Text: "[recall:REF]". A model that has the recall tool
+// gives REF back to read the original.
+type Marker struct {
+	// Ref is "s-" and hex for a span, "t-" and hex for a tool output.
+	Ref string `json:"ref"`
+	// Kind is MarkerSpan or MarkerToolOutput.
+	Kind string `json:"kind"`
+	// ToolName is the tool that produced a tool output.
+	ToolName string `json:"tool_name,omitempty"`
+	// Bytes is the size of the original: the tool output, or the text of
+	// the folded span.
+	Bytes int `json:"bytes,omitempty"`
+}
+
+// Text is the marker as a summary carries it.
+func (m Marker) Text() string { return "[recall:" + m.Ref + "]" }
 
 // SummarizeResponse is a strategy's answer.
 type SummarizeResponse struct {

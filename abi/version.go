@@ -8,7 +8,7 @@ const Major = 1
 
 // Minor is the ABI minor version. Minor versions only add fields and
 // exports; a plugin built against an older minor keeps working.
-const Minor = 0
+const Minor = 1
 
 // Names that carry the major version, so that a mismatch is visible in a
 // module's import and export lists before any of its code runs.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/internal/tokens"
+	"github.com/compact-host/compact-host/host/recall"
 )
 
 // Errors of compaction.
@@ -45,6 +46,10 @@ type CompactOptions struct {
 	Strategy string
 	// KeepRecentTokens overrides the configured amount kept verbatim.
 	KeepRecentTokens int
+	// RecallHint ends the summary with recall.Hint, telling the model
+	// that it can expand the summary's markers: set it only when the
+	// agent has the recall tools.
+	RecallHint bool
 }
 
 type compactOptions struct {
@@ -75,8 +80,11 @@ type plan struct {
 	// with (a file compacted before, by its agent or by us): its text is
 	// merged as the previous summary rather than folded as a message. 0
 	// when there is none.
-	imported      int
-	files         abi.FileOps
+	imported int
+	files    abi.FileOps
+	// markers name what the summary stands for: the folded span, its
+	// large tool outputs, and what the previous summary named.
+	markers       []abi.Marker
 	latestRequest string // text of the latest request, when it is folded
 	folded        int
 	generation    int
@@ -113,7 +121,32 @@ func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
 	p.files = s.fileOpsBefore(p.cut)
 	p.latestRequest = s.foldedRequest(p.cut)
 	p.turnNo = len(s.requests)
+	p.markers = s.markers(p.start, p.cut, p.previous)
 	return p, nil
+}
+
+// markers are the markers of a compaction folding msgs[start:cut] after
+// previous: the span and its large tool outputs, keyed by the
+// conversation's first message, then the markers previous carries, so
+// that a merge keeps them. Callers hold s.mu.
+func (s *Session) markers(start, cut int, previous string) []abi.Marker {
+	var folded []Message
+	for i := start; i < cut; i++ {
+		if m := s.msgs[i].msg; !m.Pinned && !m.Summary {
+			folded = append(folded, m)
+		}
+	}
+	var out []abi.Marker
+	if len(folded) > 0 {
+		all := make([]Message, 0, 4)
+		for i := 0; i < len(s.msgs) && len(all) < 4; i++ {
+			all = append(all, s.msgs[i].msg)
+		}
+		if key, ok := recall.KeyFor(all); ok {
+			out = key.Markers(folded)
+		}
+	}
+	return append(out, recall.Carried(previous)...)
 }
 
 // collect copies the folded messages, as the view shows them, into the
@@ -245,6 +278,9 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 		summary, offline, err = e.summarizePlan(ctx, s, svc, name, p, opts.Focus)
 		if err == nil {
 			summary = e.verifySummary(summary, p)
+			if opts.RecallHint {
+				summary = recall.WithHint(summary)
+			}
 			err = e.checkShrinks(name, summary, p)
 		}
 		if err == nil {
@@ -335,7 +371,7 @@ func (e *Engine) summarizePlan(ctx context.Context, s *Session, svc *services, n
 		defer cancel()
 		resp, err := strat.Summarize(cctx, svc, &abi.SummarizeRequest{
 			Kind: kind, Messages: msgs, PreviousSummary: previous, FileOps: p.files,
-			TargetTokens: target, Focus: focus, ModelAvailable: e.model != nil,
+			TargetTokens: target, Focus: focus, ModelAvailable: e.model != nil, Markers: p.markers,
 		})
 		if err != nil {
 			return "", fmt.Errorf("strategy %s: %w", name, err)
@@ -462,7 +498,7 @@ func (e *Engine) verifySummary(summary string, p *plan) string {
 			add.WriteString("- " + f + "\n")
 		}
 	}
-	return strings.TrimRight(summary+add.String(), "\n")
+	return abi.AppendMarkers(strings.TrimRight(summary+add.String(), "\n"), p.markers)
 }
 
 // checkShrinks fails a summary that is not smaller than what it replaces:
@@ -583,6 +619,7 @@ func (e *Engine) emergency(s *Session, before, overhead, minFree int) (Compactio
 	p.files = s.fileOpsBefore(p.cut)
 	p.latestRequest = s.foldedRequest(p.cut)
 	p.turnNo = len(s.requests)
+	p.markers = s.markers(p.start, p.cut, p.previous)
 
 	summary := "The earlier conversation was dropped to keep the session within its context window."
 	if p.previous != "" {

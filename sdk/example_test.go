@@ -60,3 +60,19 @@ func Example() {
 	// - fix the flaky test in pkg/queue
 	// offline: true kinds: [strategy]
 }
+
+// A strategy places a marker where it summarizes what the marker stands
+// for, and AppendMarkers lists the ones it did not place.
+func ExampleAppendMarkers() {
+	req := &abi.SummarizeRequest{Markers: []abi.Marker{
+		{Ref: "s-0a1b2c3d4e5f6a7b8c9d", Kind: abi.MarkerSpan, Bytes: 52000},
+		{Ref: "t-00112233aabbccdd", Kind: abi.MarkerToolOutput, ToolName: "Bash", Bytes: 8192},
+	}}
+	summary := "Ran the test suite: 3 failures in auth " + req.Markers[1].Text() + "."
+	fmt.Println(sdk.AppendMarkers(summary, req.Markers))
+	// Output:
+	// Ran the test suite: 3 failures in auth [recall:t-00112233aabbccdd].
+	//
+	// ## Recall
+	// - [recall:s-0a1b2c3d4e5f6a7b8c9d] the folded messages (52000 bytes)
+}

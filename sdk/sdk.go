@@ -48,7 +48,10 @@
 // --strategy=requests; `compact-host plugins verify` checks it.
 package sdk
 
-import "github.com/compact-host/compact-host/sdk/core"
+import (
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/sdk/core"
+)
 
 // The plugin types live in package sdk/core, which a host or a library of
 // plugins imports without linking the process transport (go-plugin, gRPC)
@@ -67,3 +70,13 @@ type (
 	// HostCallFunc sends one host operation as a frame.
 	HostCallFunc = core.HostCallFunc
 )
+
+// AppendMarkers returns summary with a line for each marker it does not
+// carry yet. A strategy passes req.Markers (ABI 1.1): a marker placed in
+// the text where its content is summarized reads best, and this adds the
+// rest, so that the model can recall every folded original. The host adds
+// any marker a summary still lacks, so a strategy that ignores markers
+// loses none.
+func AppendMarkers(summary string, markers []abi.Marker) string {
+	return abi.AppendMarkers(summary, markers)
+}

@@ -34,7 +34,7 @@ func ExampleVerify() {
 	report := plugintest.Verify(context.Background(), p)
 	report.WriteText(os.Stdout)
 	// Output:
-	// plugin firstlines 1.0.0 (ABI v1.0, kinds truncator)
+	// plugin firstlines 1.0.0 (ABI v1.1, kinds truncator)
 	// PASS info
 	// PASS kinds
 	// SKIP summarize/history: not a strategy

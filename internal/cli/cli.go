@@ -204,6 +204,7 @@ OpenAI request JSON, and its own session logs.
 		newTokensCmd(g),
 		newTruncateCmd(g),
 		newUndoCmd(g),
+		newMCPCmd(g),
 		newPluginsCmd(g),
 		newServeCmd(g),
 		newProxyCmd(g),

@@ -135,6 +135,17 @@ type ProbeResult struct {
 // RunProbes makes a summary at every point of every probe set and scores
 // the probes against it.
 func RunProbes(ctx context.Context, opts ProbeOptions) (*ProbeReport, error) {
+	return walkProbes(ctx, opts, nil)
+}
+
+// probeVisit sees one point of a walk: the session's messages, the
+// point, the text the model sees of the prefix after the compaction, and
+// the point's score.
+type probeVisit func(msgs []abi.Message, p *ProbePoint, text string, ps ProbePointScore)
+
+// walkProbes makes a summary at every point of every probe set, scores
+// the probes against it, and shows each point to visit (when not nil).
+func walkProbes(ctx context.Context, opts ProbeOptions, visit probeVisit) (*ProbeReport, error) {
 	sets, err := LoadProbes(opts.Probes)
 	if err != nil {
 		return nil, err
@@ -181,6 +192,9 @@ func RunProbes(ctx context.Context, opts ProbeOptions) (*ProbeReport, error) {
 				if c := &sess.AgentCompactions[ci]; !c.Ours && c.FirstKept == p.At {
 					rep.AgentComparisons = append(rep.AgentComparisons, compareAgentProbes(sess.Format, c, p, ps))
 				}
+			}
+			if visit != nil {
+				visit(sess.Messages, p, text, ps)
 			}
 		}
 	}

@@ -56,6 +56,9 @@ type CompactOptions struct {
 	EngineOptions
 	// Focus says what the summary must keep, in the user's words.
 	Focus string `json:"focus,omitempty"`
+	// RecallHint ends the summary with a line naming the recall tools of
+	// compact-host mcp: set it only when the agent has them.
+	RecallHint bool `json:"recall_hint,omitempty"`
 	// Threshold, when set, compacts only a session using at least this
 	// share of the budget, as the agent's gate would.
 	Threshold float64 `json:"threshold,omitempty"`

@@ -75,7 +75,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request, body []byte) *a
 		Format: in.Format, Messages: sess.Len(), Model: s.model(o.EngineOptions), ContextWindow: b.ContextWindow, Budget: b.Input,
 		Tokenizer: e.Tokenizer(), SkippedRecords: in.Skipped, Repaired: in.Repaired, Warnings: in.Warnings,
 	}
-	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, Threshold: o.Threshold, DryRun: o.DryRun})
+	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, RecallHint: o.RecallHint, Threshold: o.Threshold, DryRun: o.DryRun})
 	if err != nil {
 		return workError(ctx, "compacting", err)
 	}

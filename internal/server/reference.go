@@ -31,6 +31,7 @@ POST /v1/compact
                "strategy":           structured, narrative, truncate or a plugin's
                "keep_recent_tokens": newest history kept verbatim
                "focus":              what the summary must keep (at most 8 KiB)
+               "recall_hint":        end the summary naming the recall tools (compact-host mcp)
                "threshold":          compact only at this share of the budget (0-1)
                "thresholds":         {"prune","compact","overhead_reserve","emergency","min_savings"}
                "policy":             threshold, or cache-aware: a session whose last

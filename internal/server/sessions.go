@@ -237,7 +237,7 @@ func (s *Server) cold(e *host.Engine, updated time.Time) bool {
 // compacted is true when a compaction (not only a prune) was made.
 func (s *Server) gate(ctx context.Context, e *host.Engine, ev *events, sess *host.Session, o CompactOptions, cold bool, began time.Time) (rep *CompactReport, compacted bool, aerr *apiError) {
 	at := threshold(e, o, cold)
-	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, Threshold: at})
+	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, RecallHint: o.RecallHint, Threshold: at})
 	if err != nil {
 		return nil, false, workError(ctx, "compacting", err)
 	}

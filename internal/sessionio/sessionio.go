@@ -194,6 +194,8 @@ func ReadWith(e *host.Engine, name string, data []byte, format string, o ReadOpt
 type Options struct {
 	// Focus is what the summary must keep, in the user's words.
 	Focus string
+	// RecallHint ends the summary with recall.Hint (host.CompactOptions).
+	RecallHint bool
 	// Threshold, when above 0, compacts only if the context uses at least
 	// this share of the budget, as the agent's gate would.
 	Threshold float64
@@ -252,7 +254,7 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 		out.Action, out.TokensAfter, out.Fits = ActionNone, out.TokensBefore, out.TokensBefore <= b.Input
 		return out, nil
 	}
-	c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.Focus})
+	c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.Focus, RecallHint: o.RecallHint})
 	switch {
 	case errors.Is(err, host.ErrNothingToFold):
 		out.Action = ActionNothingToFold
