@@ -80,16 +80,16 @@ func TestMCPRecallsWhatCompactInPlaceFolded(t *testing.T) {
 			require.NoError(t, err)
 			path := filepath.Join(t.TempDir(), name)
 			require.NoError(t, os.WriteFile(path, data, 0o644))
-			r := runCLI(t, runOpts{}, "compact", "--in-place", "--context-window", "64k", path)
+			r := runCLI(t, runOpts{}, "compact", "--in-place", "--context-window", "100k", path)
 			require.Contains(t, []int{0, ExitNotFit}, r.code, r.stderr)
 			after1, err := os.ReadFile(path)
 			require.NoError(t, err)
 			first := abi.MarkersIn(string(after1[len(data):]))
 			require.NotEmpty(t, first, "the compaction wrote no marker")
-			// A small kept tail makes the second run fold the first summary:
-			// after the first, the live context of a rollout already fits 32k
-			// with its default quarter of the budget kept.
-			r = runCLI(t, runOpts{}, "compact", "--in-place", "--context-window", "32k", "--keep-recent", "2k", path)
+			// At half the first window the second run folds the first summary
+			// and messages kept after it (at 64k then 32k, the go-cli file keeps
+			// one long turn whose head is the summary alone).
+			r = runCLI(t, runOpts{}, "compact", "--in-place", "--context-window", "48k", path)
 			require.Contains(t, []int{0, ExitNotFit}, r.code, r.stderr)
 			after2, err := os.ReadFile(path)
 			require.NoError(t, err)
