@@ -1,0 +1,245 @@
+package realagent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recallServer is the name the agents' configuration gives compact-host's
+// MCP server; the agents name its tools after it.
+const recallServer = "compact-host"
+
+const (
+	recallPrompt = "realagent recall check: read back the largest folded tool output."
+	recallReply  = "RECALLED-5e2b"
+)
+
+// toolMarker finds a tool output's marker in a request.
+var toolMarker = regexp.MustCompile(`\[recall:(t-[0-9a-f]+)\]`)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// compactHostBinary builds the compact-host command once for the test
+// binary: the agents start it as their MCP server.
+func compactHostBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "realagent-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "compact-host")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, "github.com/compact-host/compact-host/cmd/compact-host").CombinedOutput()
+		if err != nil {
+			binErr = err
+			binPath = string(out)
+		}
+	})
+	require.NoError(t, binErr, "go build ./cmd/compact-host: %s", binPath)
+	return binPath
+}
+
+// compactedCopy copies a corpus file to a temporary directory and
+// compacts it in place there.
+func compactedCopy(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(corpusPath(t, name))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	compactInPlace(t, path)
+	return path
+}
+
+// recalledText is the original text of a recall tool answer: what follows
+// its first line, "[recall:REF] page N of M, B bytes in all".
+func recalledText(t *testing.T, answer, ref string) string {
+	t.Helper()
+	head, text, ok := strings.Cut(answer, "\n")
+	require.True(t, ok, "a recall answer: %.300s", answer)
+	require.True(t, strings.HasPrefix(head, "[recall:"+ref+"] page 1 of "), "the answer names the marker asked for: %q", head)
+	return text
+}
+
+// toolOutputMarker heads a tool output in a recall answer.
+var toolOutputMarker = regexp.MustCompile(`(?m)^\[tool output ([^\]\s]+)\]\n`)
+
+// checkRecalled asserts that text, a recall answer's first page, holds a
+// tool output of the original file word for word: the text after its
+// "[tool output ID]" line begins the output the file holds for that call.
+func checkRecalled(t *testing.T, original string, text string) {
+	t.Helper()
+	loc := toolOutputMarker.FindStringSubmatchIndex(text)
+	require.NotNil(t, loc, "no [tool output ID] line in the recalled text: %.300s", text)
+	id, got := text[loc[2]:loc[3]], text[loc[1]:]
+	want, ok := originalOutput(t, original, id)
+	require.True(t, ok, "the original file has no output of tool call %s", id)
+	require.NotEmpty(t, got)
+	// A long output's page ends with the server's note of the next page;
+	// Claude Code may add its own reminders after the tool's text.
+	if i := strings.Index(got, "\n[page 1 of "); i >= 0 {
+		got = got[:i]
+	} else if i := strings.Index(got, "\n<system-reminder>"); i >= 0 {
+		got = got[:i]
+	}
+	got = strings.TrimSuffix(got, "\n")
+	assert.GreaterOrEqual(t, len(got), min(len(want), 1024), "a marked tool output is 1 KB or more")
+	assert.True(t, strings.HasPrefix(want, got), "the recalled output of %s is not the original's (%d bytes recalled, %d original): %.200q", id, len(got), len(want), got)
+	t.Logf("recalled the output of %s: %d of its %d bytes on page 1", id, len(got), len(want))
+}
+
+// originalOutput is the output a session file holds for a tool call: a
+// Claude Code tool_result's text or a Codex function_call_output's.
+func originalOutput(t *testing.T, path, id string) (string, bool) {
+	t.Helper()
+	for _, r := range records(t, path) {
+		if p := obj(r["payload"]); str(r["type"]) == "response_item" && str(p["call_id"]) == id && strings.HasSuffix(str(p["type"]), "_output") {
+			if s, ok := p["output"].(string); ok {
+				return s, true
+			}
+			raw, _ := json.Marshal(p["output"])
+			return blockText(t, raw), true
+		}
+		for _, b := range list(obj(r["message"])["content"]) {
+			if str(obj(b)["type"]) == "tool_result" && str(obj(b)["tool_use_id"]) == id {
+				raw, _ := json.Marshal(obj(b)["content"])
+				return blockText(t, raw), true
+			}
+		}
+	}
+	return "", false
+}
+
+func TestClaudeCodeRecallsThroughMCP(t *testing.T) {
+	bin := agentBin(t, ClaudeCode)
+	exe := compactHostBinary(t)
+	path := compactedCopy(t, "claude-code-go-cli.jsonl")
+	id := ""
+	for _, r := range records(t, path) {
+		if id = str(r["sessionId"]); id != "" {
+			break
+		}
+	}
+	require.Regexp(t, uuidPattern, id)
+
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	// The server reads the file the agent resumes and appends to.
+	agentFile := filepath.Join(dir, "home", ".claude", "projects", projectSlug(filepath.Join(dir, "work")), id+".jsonl")
+	config, err := json.Marshal(map[string]any{"mcpServers": map[string]any{recallServer: map[string]any{
+		"command": exe, "args": []string{"mcp", "--session-file", agentFile}}}})
+	require.NoError(t, err)
+	configFile := filepath.Join(dir, "mcp.json")
+	require.NoError(t, os.WriteFile(configFile, config, 0o600))
+
+	tool := "mcp__" + recallServer + "__recall"
+	var ref string
+	up := newScriptedAnthropic(t, func(n int, body []byte) []block {
+		if ref == "" {
+			if m := toolMarker.FindSubmatch(body); m != nil && strings.Contains(string(body), `"name":"`+tool+`"`) {
+				ref = string(m[1])
+				input, _ := json.Marshal(map[string]string{"ref": ref})
+				return []block{{Type: "tool_use", ID: "toolu_realagentrecall01", Name: tool, Input: input}}
+			}
+		}
+		return []block{{Type: "text", Text: recallReply}}
+	})
+	run, err := Resume(context.Background(), ClaudeCode, Options{Bin: bin, Session: path, Prompt: recallPrompt, Dir: dir, BaseURL: up.srv.URL,
+		// --mcp-config and --allowedTools take lists: the switch after
+		// them ends each, so the prompt stays a prompt.
+		Args: []string{"--allowedTools", tool, "--mcp-config", configFile, "--strict-mcp-config"},
+		// With tool search on, Claude Code defers MCP tools behind its
+		// ToolSearch tool; off, the request lists them.
+		Env: []string{"ENABLE_TOOL_SEARCH=false"}})
+	require.NoError(t, err)
+	logOtherRequests(t, run)
+	calls, _ := up.calls()
+	require.NotEmpty(t, calls)
+	require.NotEmpty(t, ref, "no request offered %s with a [recall:t-…] marker; tools of the first: %v; markers %q", tool, toolNames(t, calls[0]), toolMarker.FindAllString(string(calls[0]), 3))
+	assert.Contains(t, string(run.Stdout), recallReply)
+
+	// The request after the tool call carries the recall tool's answer.
+	var answer string
+	for _, c := range calls {
+		var req struct {
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		require.NoError(t, json.Unmarshal(c, &req))
+		for _, m := range req.Messages {
+			var blocks []struct {
+				Type      string          `json:"type"`
+				ToolUseID string          `json:"tool_use_id"`
+				IsError   bool            `json:"is_error"`
+				Content   json.RawMessage `json:"content"`
+			}
+			if json.Unmarshal(m.Content, &blocks) != nil {
+				continue
+			}
+			for _, b := range blocks {
+				if b.Type == "tool_result" && b.ToolUseID == "toolu_realagentrecall01" {
+					require.False(t, b.IsError, "the recall tool failed: %s", b.Content)
+					answer = blockText(t, b.Content)
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, answer, "no request carried the recall tool's result")
+	text := recalledText(t, answer, ref)
+	require.NotEmpty(t, text)
+	checkRecalled(t, corpusPath(t, "claude-code-go-cli.jsonl"), text)
+	t.Logf("recalled [recall:%s]: %d bytes over %d model calls", ref, len(text), len(calls))
+}
+
+// blockText is the text of a tool result's content: a string or text blocks.
+func blockText(t *testing.T, content json.RawMessage) string {
+	t.Helper()
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Text string `json:"text"`
+	}
+	require.NoError(t, json.Unmarshal(content, &blocks), "%.300s", content)
+	var b strings.Builder
+	for _, x := range blocks {
+		b.WriteString(x.Text)
+	}
+	return b.String()
+}
+
+// toolNames are the names of a request's tools.
+func toolNames(t *testing.T, body []byte) []string {
+	t.Helper()
+	var req struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal(body, &req))
+	var out []string
+	for _, x := range req.Tools {
+		out = append(out, x.Name)
+	}
+	return out
+}
