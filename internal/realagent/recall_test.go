@@ -3,6 +3,10 @@ package realagent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -242,4 +246,142 @@ func toolNames(t *testing.T, body []byte) []string {
 		out = append(out, x.Name)
 	}
 	return out
+}
+
+// recallResponses is a loopback Responses API for the Codex run: the
+// first call that offers the recall tool, with a tool output's marker in
+// its input, is answered with a function_call of it; every other call
+// with recallReply. It records every model call's body.
+type recallResponses struct {
+	srv  *httptest.Server
+	tool string
+
+	mu    sync.Mutex
+	calls [][]byte
+	ref   string
+}
+
+// recallCallID is the call_id of the scripted recall call.
+const recallCallID = "call_realagentrecall01"
+
+func newRecallResponses(t *testing.T, tool string) *recallResponses {
+	u := &recallResponses{tool: tool}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *recallResponses) recorded() ([][]byte, string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([][]byte(nil), u.calls...), u.ref
+}
+
+func (u *recallResponses) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		http.Error(w, `{"error":{"message":"WebSockets are not served here","type":"invalid_request_error"}}`, http.StatusUpgradeRequired)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil || r.Method != http.MethodPost || strings.TrimSuffix(r.URL.Path, "/") != "/v1/responses" {
+		http.NotFound(w, r)
+		return
+	}
+	var req struct {
+		Model string `json:"model"`
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	offered := false
+	for _, x := range req.Tools {
+		offered = offered || x.Name == u.tool
+	}
+	u.mu.Lock()
+	u.calls = append(u.calls, body)
+	n := len(u.calls)
+	item := fmt.Sprintf(`{"id":"msg_recall%03d","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":%q}]}`, n, recallReply)
+	if m := toolMarker.FindSubmatch(body); u.ref == "" && offered && m != nil {
+		u.ref = string(m[1])
+		args, _ := json.Marshal(map[string]string{"ref": u.ref})
+		item = fmt.Sprintf(`{"id":"fc_recall%03d","type":"function_call","status":"completed","name":%q,"call_id":%q,"arguments":%q}`, n, u.tool, recallCallID, args)
+	}
+	u.mu.Unlock()
+	id := fmt.Sprintf("resp_recall%03d", n)
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, ev := range []string{
+		fmt.Sprintf(`{"type":"response.created","sequence_number":0,"response":{"id":%q,"object":"response","status":"in_progress","model":%q,"output":[]}}`, id, req.Model),
+		fmt.Sprintf(`{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":%s}`, item),
+		fmt.Sprintf(`{"type":"response.output_item.done","sequence_number":2,"output_index":0,"item":%s}`, item),
+		fmt.Sprintf(`{"type":"response.completed","sequence_number":3,"response":{"id":%q,"object":"response","status":"completed","model":%q,"output":[%s],"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":20,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}}`,
+			id, req.Model, item, len(body)/4, len(body)/4+20),
+	} {
+		writeSSE(w, ev)
+	}
+}
+
+// codexRolloutPath is where Resume places a Codex rollout under dir.
+func codexRolloutPath(t *testing.T, dir, path string) string {
+	t.Helper()
+	for _, r := range records(t, path) {
+		if str(r["type"]) != "session_meta" {
+			continue
+		}
+		p := obj(r["payload"])
+		at, err := time.Parse(time.RFC3339Nano, str(p["timestamp"]))
+		require.NoError(t, err)
+		at = at.UTC()
+		return filepath.Join(dir, "home", ".codex", "sessions", at.Format("2006"), at.Format("01"), at.Format("02"),
+			"rollout-"+at.Format("2006-01-02T15-04-05")+"-"+str(p["id"])+".jsonl")
+	}
+	t.Fatalf("%s has no session_meta record", path)
+	return ""
+}
+
+func TestCodexRecallsThroughMCP(t *testing.T) {
+	bin := agentBin(t, Codex)
+	exe := compactHostBinary(t)
+	path := compactedCopy(t, "codex-typescript.jsonl")
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	agentFile := codexRolloutPath(t, dir, path)
+
+	tool := "mcp__" + recallServer + "__recall"
+	up := newRecallResponses(t, tool)
+	config := "[mcp_servers." + recallServer + "]\ncommand = " + tomlString(exe) + "\nargs = [\"mcp\", \"--session-file\", " + tomlString(agentFile) + "]\n"
+	run, err := Resume(context.Background(), Codex, Options{Bin: bin, Session: path, Prompt: recallPrompt, Dir: dir, BaseURL: up.srv.URL, CodexConfig: config})
+	require.NoError(t, err)
+	logOtherRequests(t, run)
+	calls, ref := up.recorded()
+	require.NotEmpty(t, calls)
+	if os.Getenv("REALAGENT_DUMP") != "" {
+		os.WriteFile(os.Getenv("REALAGENT_DUMP"), calls[0], 0o600)
+	}
+	require.NotEmpty(t, ref, "no request offered %s with a [recall:t-…] marker; tools of the first: %v; markers %q", tool, toolNames(t, calls[0]), toolMarker.FindAllString(string(calls[0]), 3))
+	assert.Contains(t, string(run.Stdout), recallReply)
+
+	var answer string
+	for _, c := range calls {
+		var req struct {
+			Input []struct {
+				Type   string          `json:"type"`
+				CallID string          `json:"call_id"`
+				Output json.RawMessage `json:"output"`
+			} `json:"input"`
+		}
+		require.NoError(t, json.Unmarshal(c, &req))
+		for _, it := range req.Input {
+			if it.Type == "function_call_output" && it.CallID == recallCallID {
+				answer = blockText(t, it.Output)
+			}
+		}
+	}
+	require.NotEmpty(t, answer, "no request carried the recall tool's function_call_output")
+	text := recalledText(t, answer, ref)
+	checkRecalled(t, corpusPath(t, "codex-typescript.jsonl"), text)
+	t.Logf("recalled [recall:%s]: %d bytes over %d model calls", ref, len(text), len(calls))
 }
