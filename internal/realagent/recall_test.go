@@ -248,24 +248,27 @@ func toolNames(t *testing.T, body []byte) []string {
 	return out
 }
 
-// recallResponses is a loopback Responses API for the Codex run: the
-// first call that offers the recall tool, with a tool output's marker in
-// its input, is answered with a function_call of it; every other call
-// with recallReply. It records every model call's body.
+// recallResponses is a loopback Responses API for the Codex run. Codex
+// offers MCP tools only through its tool_search tool, so the first call
+// that offers it is answered with a tool_search_call; the next one, which
+// carries the search's output (a namespace holding recall), with a
+// function_call of recall on a tool output's marker of the input; every
+// other call with recallReply. It records every model call's body.
 type recallResponses struct {
-	srv  *httptest.Server
-	tool string
+	srv       *httptest.Server
+	namespace string
 
-	mu    sync.Mutex
-	calls [][]byte
-	ref   string
+	mu       sync.Mutex
+	calls    [][]byte
+	ref      string
+	searched bool
 }
 
 // recallCallID is the call_id of the scripted recall call.
 const recallCallID = "call_realagentrecall01"
 
-func newRecallResponses(t *testing.T, tool string) *recallResponses {
-	u := &recallResponses{tool: tool}
+func newRecallResponses(t *testing.T, namespace string) *recallResponses {
+	u := &recallResponses{namespace: namespace}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(u.srv.Close)
 	return u
@@ -299,16 +302,23 @@ func (u *recallResponses) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	offered := false
 	for _, x := range req.Tools {
-		offered = offered || x.Name == u.tool
+		offered = offered || x.Name == u.namespace
 	}
 	u.mu.Lock()
 	u.calls = append(u.calls, body)
 	n := len(u.calls)
 	item := fmt.Sprintf(`{"id":"msg_recall%03d","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":%q}]}`, n, recallReply)
-	if m := toolMarker.FindSubmatch(body); u.ref == "" && offered && m != nil {
+	if !offered && !u.searched && strings.Contains(string(body), `"type":"tool_search"`) {
+		// Codex defers MCP tools behind its client-side tool_search: the
+		// model searches first, and the next call offers what it found.
+		u.searched = true
+		item = fmt.Sprintf(`{"id":"ts_recall%03d","type":"tool_search_call","status":"completed","execution":"client","call_id":"call_recallsearch","arguments":{"query":"recall folded tool output","limit":8}}`, n)
+	} else if m := toolMarker.FindSubmatch(body); u.ref == "" && m != nil && (offered || u.searched) {
 		u.ref = string(m[1])
 		args, _ := json.Marshal(map[string]string{"ref": u.ref})
-		item = fmt.Sprintf(`{"id":"fc_recall%03d","type":"function_call","status":"completed","name":%q,"call_id":%q,"arguments":%q}`, n, u.tool, recallCallID, args)
+		// A deferred tool is called by its name within the namespace the
+		// search returned.
+		item = fmt.Sprintf(`{"id":"fc_recall%03d","type":"function_call","status":"completed","namespace":%q,"name":"recall","call_id":%q,"arguments":%q}`, n, u.namespace, recallCallID, args)
 	}
 	u.mu.Unlock()
 	id := fmt.Sprintf("resp_recall%03d", n)
@@ -350,7 +360,8 @@ func TestCodexRecallsThroughMCP(t *testing.T) {
 	require.NoError(t, err)
 	agentFile := codexRolloutPath(t, dir, path)
 
-	tool := "mcp__" + recallServer + "__recall"
+	// Codex names the server's tools' namespace mcp__<server>, '-' as '_'.
+	tool := "mcp__" + strings.ReplaceAll(recallServer, "-", "_")
 	up := newRecallResponses(t, tool)
 	config := "[mcp_servers." + recallServer + "]\ncommand = " + tomlString(exe) + "\nargs = [\"mcp\", \"--session-file\", " + tomlString(agentFile) + "]\n"
 	run, err := Resume(context.Background(), Codex, Options{Bin: bin, Session: path, Prompt: recallPrompt, Dir: dir, BaseURL: up.srv.URL, CodexConfig: config})
@@ -358,10 +369,7 @@ func TestCodexRecallsThroughMCP(t *testing.T) {
 	logOtherRequests(t, run)
 	calls, ref := up.recorded()
 	require.NotEmpty(t, calls)
-	if os.Getenv("REALAGENT_DUMP") != "" {
-		os.WriteFile(os.Getenv("REALAGENT_DUMP"), calls[0], 0o600)
-	}
-	require.NotEmpty(t, ref, "no request offered %s with a [recall:t-…] marker; tools of the first: %v; markers %q", tool, toolNames(t, calls[0]), toolMarker.FindAllString(string(calls[0]), 3))
+	require.NotEmpty(t, ref, "no request offered the %s tools with a [recall:t-…] marker; tools of the first: %v; markers %q", tool, toolNames(t, calls[0]), toolMarker.FindAllString(string(calls[0]), 3))
 	assert.Contains(t, string(run.Stdout), recallReply)
 
 	var answer string
@@ -381,6 +389,11 @@ func TestCodexRecallsThroughMCP(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, answer, "no request carried the recall tool's function_call_output")
+	assert.Contains(t, string(calls[len(calls)-1]), `"type":"tool_search_output"`, "the recall tool came from Codex's tool search")
+	// Codex puts its own block first: "Wall time: … seconds\nOutput:".
+	i := strings.Index(answer, "[recall:"+ref+"]")
+	require.GreaterOrEqual(t, i, 0, "the output does not name the marker asked for: %.300s", answer)
+	answer = answer[i:]
 	text := recalledText(t, answer, ref)
 	checkRecalled(t, corpusPath(t, "codex-typescript.jsonl"), text)
 	t.Logf("recalled [recall:%s]: %d bytes over %d model calls", ref, len(text), len(calls))
