@@ -89,7 +89,9 @@ type plan struct {
 	folded        int
 	generation    int
 	before        int
-	turnNo        int
+	// target is the summary size asked for (Config.summaryTarget).
+	target int
+	turnNo int
 }
 
 func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
@@ -246,7 +248,8 @@ func (e *Engine) worthCompacting(s *Session, used, overhead int) bool {
 	}
 	// The summary takes the previous one's place, at its target size or
 	// more, and carries the latest request when that is folded.
-	gain := s.foldableTokens(s.viewStart, cut) - max(0, e.cfg.SummaryTokens-s.summaryTokens())
+	fold := s.foldableTokens(s.viewStart, cut)
+	gain := fold - max(0, e.cfg.summaryTarget(int(e.budget.Load()), fold)-s.summaryTokens())
 	if k := len(s.requests); k > 0 && s.requests[k-1] >= s.viewStart && s.requests[k-1] < cut {
 		gain -= min(s.msgs[s.requests[k-1]].tokens, maxAddedRequest/4)
 	}
@@ -261,6 +264,7 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 	if err == nil {
 		p.collect(s)
 		p.before = e.calibrated(s.contextTokens() + opts.overhead)
+		p.target = e.cfg.summaryTarget(int(e.budget.Load()), s.foldableTokens(p.start, p.cut))
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -386,7 +390,7 @@ func (e *Engine) summarizePlan(ctx context.Context, s *Session, svc *services, n
 	summary := p.previous
 	if len(p.history) > 0 {
 		for _, chunk := range e.fitChunks(p.history, p.previous) {
-			if summary, err = call(abi.FoldHistory, chunk, summary, e.cfg.SummaryTokens); err != nil {
+			if summary, err = call(abi.FoldHistory, chunk, summary, p.target); err != nil {
 				break
 			}
 		}
@@ -396,7 +400,7 @@ func (e *Engine) summarizePlan(ctx context.Context, s *Session, svc *services, n
 	// summary, and the history's latest request, done, becomes earlier.
 	if err == nil && len(p.prefix) > 0 {
 		for _, chunk := range e.fitChunks(p.prefix, summary) {
-			if summary, err = call(abi.FoldTurnPrefix, chunk, summary, e.cfg.SummaryTokens); err != nil {
+			if summary, err = call(abi.FoldTurnPrefix, chunk, summary, p.target); err != nil {
 				break
 			}
 		}

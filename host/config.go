@@ -93,7 +93,8 @@ type Config struct {
 	// ["narrative", "truncate"]; the emergency path always follows them.
 	Fallbacks []string
 	// SummaryTokens is the summary size asked for. Default: a twentieth of
-	// the budget, between 1,000 and 8,000.
+	// the budget, between 1,000 and 8,000, or an eighth of it up to 3,000
+	// when that is more (budgets under 60,000).
 	SummaryTokens int
 	// SummarizerBudget is the input budget of the model that summarizes;
 	// default: the engine's own budget.
@@ -133,6 +134,8 @@ type resolved struct {
 	emergencyAt float64
 	// summarizerSet is true when SummarizerBudget was given.
 	summarizerSet bool
+	// summarySet is true when SummaryTokens was given.
+	summarySet bool
 }
 
 // MaxContextWindow is the largest window, and the largest token count of
@@ -286,7 +289,8 @@ func (c Config) resolve() (resolved, error) {
 	defInt(&r.ProtectRecentTokens, r.KeepRecentTokens)
 	defInt(&r.EmergencyKeepMessages, 8)
 	defInt(&r.BreakerFailures, 3)
-	defInt(&r.SummaryTokens, min(8000, max(1000, budget/20)))
+	r.summarySet = r.SummaryTokens > 0
+	defInt(&r.SummaryTokens, defaultSummaryTokens(budget))
 	r.summarizerSet = r.SummarizerBudget > 0
 	defInt(&r.SummarizerBudget, budget)
 	if r.BreakerCooldown <= 0 {
@@ -341,4 +345,33 @@ type Budget struct {
 	Policy    string
 	ColdShare float64
 	CacheTTL  time.Duration
+}
+
+// summaryTarget is the summary size asked for when folding folded tokens:
+// SummaryTokens when it was set; by default a twentieth of the budget
+// (1,000 to 8,000) and up to SummaryTokens (an eighth at small budgets) as
+// the fold allows, a quarter of it. A summary bigger than a quarter of what
+// it replaces would eat the room the compaction is for: where a pinned part
+// leaves little to fold, the larger target would keep the gate from
+// compacting until the emergency path.
+func (c *resolved) summaryTarget(budget, folded int) int {
+	if c.summarySet {
+		return c.SummaryTokens
+	}
+	base := min(c.SummaryTokens, max(1000, budget/20))
+	return min(c.SummaryTokens, max(base, folded/4))
+}
+
+// defaultSummaryTokens is the summary size asked for under an input budget
+// of budget tokens: a twentieth of it, between 1,000 and 8,000, but at
+// least an eighth of it up to 3,000. The task, the next step and the files
+// cost a summary about the same at every window; a twentieth of a small
+// budget (1,200 tokens of 24,000) is mostly spent on them, and the decisions
+// and what was found are dropped. An eighth with the kept recent messages
+// (a quarter) still leaves the context under two fifths of its budget after
+// a compaction, far from the compaction point, so a compaction frees much
+// more than MinSavings; from a 60,000 budget on, a twentieth is the larger
+// and nothing changes.
+func defaultSummaryTokens(budget int) int {
+	return min(8000, max(1000, budget/20, min(3000, budget/8)))
 }

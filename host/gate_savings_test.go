@@ -261,3 +261,36 @@ func contextText(s *Session) string {
 	}
 	return b.String()
 }
+
+// The default summary size is a twentieth of the budget from 60,000 on, and
+// more below (an eighth up to 3,000, never under 1,000); with the kept recent
+// messages it leaves the context well under its compaction point, so a
+// compaction there still frees far more than MinSavings of the request.
+func TestDefaultSummaryTokensScaleWithBudget(t *testing.T) {
+	for _, tc := range []struct{ window, summary int }{
+		{8000, 1000}, {16000, 1500}, {32000, 3000}, {64000, 3000}, {128000, 5990}, {200000, 8000}, {1000000, 8000},
+	} {
+		e := newEngine(t, Config{ContextWindow: tc.window})
+		b := e.Budget()
+		assert.Equal(t, tc.summary, b.SummaryTokens, "window %d, budget %d", tc.window, b.Input)
+		compactAt := int(b.CompactAt * float64(b.Input))
+		after := b.KeepRecentTokens + b.SummaryTokens
+		freed := compactAt - after
+		assert.Greater(t, float64(freed), 3*b.MinSavings*float64(compactAt), "window %d: %d kept + %d summary against %d at the compaction point", tc.window, b.KeepRecentTokens, b.SummaryTokens, compactAt)
+	}
+}
+
+// By default the summary asked for grows with the fold, a quarter of it,
+// from a twentieth of the budget up to SummaryTokens; a size that was set is
+// asked for as it is.
+func TestSummaryTargetScalesWithTheFold(t *testing.T) {
+	e := newEngine(t, Config{ContextWindow: 32000})
+	budget := e.Budget().Input
+	require.Equal(t, 24000, budget)
+	assert.Equal(t, 1200, e.cfg.summaryTarget(budget, 2000), "a small fold: a twentieth of the budget")
+	assert.Equal(t, 2000, e.cfg.summaryTarget(budget, 8000), "a quarter of the fold")
+	assert.Equal(t, 3000, e.cfg.summaryTarget(budget, 20000), "at most SummaryTokens")
+	set := newEngine(t, Config{ContextWindow: 32000, SummaryTokens: 2500})
+	assert.Equal(t, 2500, set.cfg.summaryTarget(budget, 100), "a size that was set")
+	assert.Equal(t, 2500, set.cfg.summaryTarget(budget, 100000), "a size that was set")
+}

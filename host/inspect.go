@@ -24,7 +24,8 @@ type Plan struct {
 	// then summarized on its own.
 	TurnPrefix bool `json:"turn_prefix"`
 	// TokensBefore is the calibrated context now; TokensKept the part kept
-	// verbatim, to which the summary (about SummaryTokens) is added.
+	// verbatim, to which the summary (about SummaryTokens, the size asked
+	// for this fold) is added.
 	TokensBefore  int `json:"tokens_before"`
 	TokensKept    int `json:"tokens_kept"`
 	SummaryTokens int `json:"summary_tokens"`
@@ -48,8 +49,9 @@ func (e *Engine) Plan(s *Session, opts CompactOptions) (Plan, error) {
 	return Plan{
 		FirstKept: p.cut, FirstKeptID: idAt(s, p.cut), Folded: p.folded, Kept: kept,
 		TurnPrefix: p.prefixLen > 0, TokensBefore: e.calibrated(s.contextTokens()),
-		TokensKept: e.calibrated(s.cum[len(s.msgs)] - s.cum[p.cut]), SummaryTokens: e.cfg.SummaryTokens,
-		FileOps: p.files,
+		TokensKept:    e.calibrated(s.cum[len(s.msgs)] - s.cum[p.cut]),
+		SummaryTokens: e.cfg.summaryTarget(int(e.budget.Load()), s.foldableTokens(p.start, p.cut)),
+		FileOps:       p.files,
 	}, nil
 }
 

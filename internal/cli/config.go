@@ -409,7 +409,7 @@ key is an error.
   strategy = "structured"         # structured | narrative | truncate | a plugin's name
   fallbacks = ["narrative", "truncate"]
   keep_recent_tokens = 0          # newest history kept verbatim (default: budget/4, max 40,000)
-  summary_tokens = 0              # summary size asked for (default: budget/20, 1,000..8,000)
+  summary_tokens = 0              # summary size asked for (default: a quarter of what is folded, from budget/20 in 1,000..8,000 up to budget/8, at most 3,000, where that is more)
   plugins_dir = ""                # default <user config dir>/compact-host/plugins
   cache_dir = ""                  # compiled wasm cache (default <user cache dir>/compact-host)
   log_level = "warn"              # debug | info | warn | error

@@ -86,11 +86,15 @@ func TestMCPRecallsWhatCompactInPlaceFolded(t *testing.T) {
 			require.NoError(t, err)
 			first := abi.MarkersIn(string(after1[len(data):]))
 			require.NotEmpty(t, first, "the compaction wrote no marker")
-			r = runCLI(t, runOpts{}, "compact", "--in-place", "--context-window", "32k", path)
+			// A small kept tail makes the second run fold the first summary:
+			// after the first, the live context of a rollout already fits 32k
+			// with its default quarter of the budget kept.
+			r = runCLI(t, runOpts{}, "compact", "--in-place", "--context-window", "32k", "--keep-recent", "2k", path)
 			require.Contains(t, []int{0, ExitNotFit}, r.code, r.stderr)
 			after2, err := os.ReadFile(path)
 			require.NoError(t, err)
 			second := abi.MarkersIn(string(after2[len(after1):]))
+			require.NotEmpty(t, second, "the second compaction wrote no marker")
 			for _, ref := range first {
 				assert.Contains(t, second, ref, "the second summary lost a marker of the first")
 			}
