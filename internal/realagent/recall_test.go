@@ -132,6 +132,10 @@ func originalOutput(t *testing.T, path, id string) (string, bool) {
 	return "", false
 }
 
+// TestClaudeCodeRecallsThroughMCP resumes a Claude Code session compacted
+// in place with compact-host mcp as an MCP server (README's mcp.json): the
+// upstream calls recall on a tool output's marker of the summary, and the
+// agent's next request carries that output as the file held it.
 func TestClaudeCodeRecallsThroughMCP(t *testing.T) {
 	bin := agentBin(t, ClaudeCode)
 	exe := compactHostBinary(t)
@@ -352,6 +356,10 @@ func codexRolloutPath(t *testing.T, dir, path string) string {
 	return ""
 }
 
+// TestCodexRecallsThroughMCP does the same with Codex and README's
+// [mcp_servers.compact-host] table: the tool is found through Codex's
+// tool_search, and the next request's function_call_output carries the
+// output as the rollout held it.
 func TestCodexRecallsThroughMCP(t *testing.T) {
 	bin := agentBin(t, Codex)
 	exe := compactHostBinary(t)
