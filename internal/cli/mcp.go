@@ -57,7 +57,10 @@ over the limit is a tool error that says so, and names nothing else.`,
 
   # Codex: in ~/.codex/config.toml
   #   [mcp_servers.compact-host]
-  #   url = "http://127.0.0.1:8378/"
+  #   command = "compact-host"
+  #   args = ["mcp", "--session-file", "ROLLOUT.jsonl"]
+
+  # Any client over streamable HTTP: url = "http://127.0.0.1:8378/"
   compact-host mcp --session-file rollout.jsonl --listen 127.0.0.1:8378`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runMCP(cmd.Context(), g, o) },

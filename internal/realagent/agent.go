@@ -55,6 +55,12 @@ type Options struct {
 	// Env holds variables set for the agent beyond the harness's own,
 	// such as the agent's settings (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=30).
 	Env []string
+	// Args are flags added to the agent's command line before the
+	// prompt, such as Claude Code's --mcp-config FILE.
+	Args []string
+	// CodexConfig is TOML appended to Codex's config.toml, such as an
+	// [mcp_servers.NAME] table.
+	CodexConfig string
 }
 
 // DefaultTimeout bounds a run when Options.Timeout is 0: one turn against
@@ -321,6 +327,7 @@ func prepareClaudeCode(run *Run, data []byte, base, work string, opts Options) e
 	if model != "" {
 		run.Args = append(run.Args, "--model", model)
 	}
+	run.Args = append(run.Args, opts.Args...)
 	run.Args = append(run.Args, opts.Prompt)
 	run.Env = []string{
 		"CLAUDE_CONFIG_DIR=" + config,
@@ -373,6 +380,9 @@ func prepareCodex(run *Run, data []byte, base string, opts Options) error {
 	// refused. Features stay at their defaults: they change
 	// the tools and instructions the agent sends.
 	config := "openai_base_url = " + tomlString(base+"/v1") + "\n\n[analytics]\nenabled = false\n"
+	if opts.CodexConfig != "" {
+		config += "\n" + opts.CodexConfig + "\n"
+	}
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
 		return err
 	}
@@ -398,6 +408,7 @@ func prepareCodex(run *Run, data []byte, base string, opts Options) error {
 	if model != "" {
 		run.Args = append(run.Args, "--model", model)
 	}
+	run.Args = append(run.Args, opts.Args...)
 	run.Args = append(run.Args, m.Payload.ID, opts.Prompt)
 	run.Env = []string{
 		"CODEX_HOME=" + codexHome,
