@@ -25,6 +25,9 @@ const (
 	matchWidth    = 200
 	matchTermMin  = 3
 	matchSearches = 6
+	// matchTerms bounds the names read from one pattern: a pasted
+	// query of thousands of words costs no more than a short one.
+	matchTerms = 8
 )
 
 // Matches returns, oldest first, the lines the newest searches found
@@ -159,7 +162,7 @@ func shellPattern(args []string) string {
 
 // searchTerms are the names a pattern searches for: its runs of letters,
 // digits and underscores of matchTermMin bytes or more, regex escapes
-// (\b, \s, \w) left out, in lower case.
+// (\b, \s, \w) left out, in lower case, the first matchTerms of them.
 func searchTerms(pattern string) []string {
 	var out []string
 	start := -1
@@ -169,7 +172,7 @@ func searchTerms(pattern string) []string {
 		}
 		start = -1
 	}
-	for i := 0; i < len(pattern); i++ {
+	for i := 0; i < len(pattern) && len(out) < matchTerms; i++ {
 		b := pattern[i]
 		switch {
 		case b == '\\':
@@ -183,7 +186,9 @@ func searchTerms(pattern string) []string {
 			flush(i)
 		}
 	}
-	flush(len(pattern))
+	if len(out) < matchTerms {
+		flush(len(pattern))
+	}
 	return out
 }
 

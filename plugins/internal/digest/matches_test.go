@@ -1,6 +1,7 @@
 package digest_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,6 +28,12 @@ func TestMatches(t *testing.T) {
 		result("4", "lib/dates.py:40:def parse_date(text, tz=None):\nlib/dates.py:41:    tz = tz or UTC\nlib/use.py:3:    d = parse_date(s)\n", false),
 		assistant("", call("5", "Bash", args{"command": "grep -n timeout main.go"})),
 		result("5", "grep: main.go: No such file or directory", true),
+		// Bounds: the names past the eighth of a pattern, and what lies
+		// past the head of a long output, are not read.
+		assistant("", call("7", "grep_search", args{"query": "aaa|bbb|ccc|ddd|eee|fff|ggg|hhh|zzz_limit"})),
+		result("7", "zzz_limit = 9\n", false),
+		assistant("", call("8", "Grep", args{"pattern": "BUFFER_SIZE"})),
+		result("8", strings.Repeat("x.go:1: use(BUFFER_SIZE)\n", 1000)+"x.go:9: BUFFER_SIZE = 64\n", false),
 		assistant("", call("6", "Bash", args{"command": "go test ./..."})),
 		result("6", "ok  \tapp\t0.2s\nTIMEOUT = 3\n", false),
 	}
