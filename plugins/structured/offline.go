@@ -485,11 +485,11 @@ func findings(f *digest.Facts, p digest.Part) digest.Part {
 		if i >= len(f.Outcomes)-3 {
 			keep = keepPrevious
 		}
-		lines := make([]string, len(o.Lines))
-		for j, l := range o.Lines {
-			lines[j] = digest.Code(l)
-		}
-		p.Items = append(p.Items, digest.Item{Text: "- " + digest.Code(o.Call) + " → " + strings.Join(lines, "; "), Keep: keep, Header: "Commands returned (their last run):"})
+		p.Items = append(p.Items, resultItem(o.Call, o.Lines, keep, "Commands returned (their last run):"))
+	}
+	for _, m := range f.Matches {
+		// Lowest priority: the first to go when room runs short.
+		p.Items = append(p.Items, resultItem(m.Call, m.Lines, keepOldNarrative, "Searches found:"))
 	}
 	for _, r := range f.Refs {
 		p.Items = append(p.Items, digest.Item{Text: "- " + r.String(), Keep: keepStated, Header: "Named in the commands:"})
@@ -502,6 +502,15 @@ func findings(f *digest.Facts, p digest.Part) digest.Part {
 		p.Items = append(p.Items, digest.Item{Text: "- " + strings.TrimPrefix(reasoningLabel(s)+" ", " ") + digest.Plain(s.Text), Keep: keep, Header: "Found along the way:"})
 	}
 	return p
+}
+
+// resultItem lists what a call returned: "- `call` → `line`; `line`".
+func resultItem(call string, lines []string, keep int, header string) digest.Item {
+	quoted := make([]string, len(lines))
+	for j, l := range lines {
+		quoted[j] = digest.Code(l)
+	}
+	return digest.Item{Text: "- " + digest.Code(call) + " → " + strings.Join(quoted, "; "), Keep: keep, Header: header}
 }
 
 // turnSteps narrates a turn prefix call by call: what was done so far.

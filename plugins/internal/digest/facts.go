@@ -44,6 +44,8 @@ type Facts struct {
 	Findings []Statement
 	// Outcomes are what the latest shell commands reported.
 	Outcomes []Outcome
+	// Matches are the defining lines the newest searches found.
+	Matches []Match
 	// Refs are what the newest commands named: pull requests, issues,
 	// branches, commits.
 	Refs []Ref
@@ -84,6 +86,7 @@ func Gather(req *abi.SummarizeRequest) *Facts {
 	f.Images = Images(msgs)
 	f.Findings = Findings(msgs, f.Decisions)
 	f.Outcomes = Outcomes(f.Calls)
+	f.Matches = Matches(f.Calls)
 	f.Refs = Refs(f.Calls)
 	f.Focus = FocusTerms(req.Focus)
 	if s := strings.TrimSpace(req.PreviousSummary); s != "" {
