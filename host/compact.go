@@ -46,6 +46,11 @@ type CompactOptions struct {
 	Strategy string
 	// KeepRecentTokens overrides the configured amount kept verbatim.
 	KeepRecentTokens int
+	// Overhead is what every request adds beside the messages (an
+	// agent's system prompt and tools, when the compaction goes back into
+	// its file): the summary's default size is sized by the room it
+	// leaves in the budget.
+	Overhead int
 	// RecallHint ends the summary with recall.Hint, telling the model
 	// that it can expand the summary's markers: set it only when the
 	// agent has the recall tools.
@@ -61,7 +66,7 @@ type compactOptions struct {
 // Compact compacts the session now, whatever its size: the manual
 // compaction of an agent's /compact command.
 func (e *Engine) Compact(ctx context.Context, s *Session, opts CompactOptions) (Compaction, error) {
-	return e.compact(ctx, s, compactOptions{CompactOptions: opts, manual: true})
+	return e.compact(ctx, s, compactOptions{CompactOptions: opts, manual: true, overhead: max(opts.Overhead, 0)})
 }
 
 // plan is a compaction worked out under the session lock, run without it.
@@ -249,7 +254,7 @@ func (e *Engine) worthCompacting(s *Session, used, overhead int) bool {
 	// The summary takes the previous one's place, at its target size or
 	// more, and carries the latest request when that is folded.
 	fold := s.foldableTokens(s.viewStart, cut)
-	gain := fold - max(0, e.cfg.summaryTarget(int(e.budget.Load()), fold)-s.summaryTokens())
+	gain := fold - max(0, e.cfg.summaryTarget(int(e.budget.Load())-overhead, fold)-s.summaryTokens())
 	if k := len(s.requests); k > 0 && s.requests[k-1] >= s.viewStart && s.requests[k-1] < cut {
 		gain -= min(s.msgs[s.requests[k-1]].tokens, maxAddedRequest/4)
 	}
@@ -264,7 +269,7 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 	if err == nil {
 		p.collect(s)
 		p.before = e.calibrated(s.contextTokens() + opts.overhead)
-		p.target = e.cfg.summaryTarget(int(e.budget.Load()), s.foldableTokens(p.start, p.cut))
+		p.target = e.cfg.summaryTarget(int(e.budget.Load())-opts.overhead, s.foldableTokens(p.start, p.cut))
 	}
 	s.mu.Unlock()
 	if err != nil {

@@ -347,19 +347,23 @@ type Budget struct {
 	CacheTTL  time.Duration
 }
 
-// summaryTarget is the summary size asked for when folding folded tokens:
-// SummaryTokens when it was set; by default a twentieth of the budget
-// (1,000 to 8,000) and up to SummaryTokens (an eighth at small budgets) as
-// the fold allows, a quarter of it. A summary bigger than a quarter of what
-// it replaces would eat the room the compaction is for: where a pinned part
-// leaves little to fold, the larger target would keep the gate from
-// compacting until the emergency path.
-func (c *resolved) summaryTarget(budget, folded int) int {
+// summaryTarget is the summary size asked for when folding folded tokens
+// with room tokens of the budget left for the messages (the budget less
+// a fixed overhead the request carries, such as an agent's system prompt
+// and tools): SummaryTokens when it was set; by default a twentieth of the
+// room (1,000 to 8,000) and up to defaultSummaryTokens of the room (an
+// eighth at small budgets) as the fold allows, a quarter of it. A summary
+// bigger than a quarter of what it replaces would eat the room the
+// compaction is for: where a pinned part leaves little to fold, the larger
+// target would keep the gate from compacting until the emergency path; and
+// a target sized by the whole budget would not fit beside a large overhead.
+func (c *resolved) summaryTarget(room, folded int) int {
 	if c.summarySet {
 		return c.SummaryTokens
 	}
-	base := min(c.SummaryTokens, max(1000, budget/20))
-	return min(c.SummaryTokens, max(base, folded/4))
+	limit := min(c.SummaryTokens, defaultSummaryTokens(room))
+	base := min(limit, max(1000, room/20))
+	return min(limit, max(base, folded/4))
 }
 
 // defaultSummaryTokens is the summary size asked for under an input budget

@@ -290,6 +290,9 @@ func TestSummaryTargetScalesWithTheFold(t *testing.T) {
 	assert.Equal(t, 1200, e.cfg.summaryTarget(budget, 2000), "a small fold: a twentieth of the budget")
 	assert.Equal(t, 2000, e.cfg.summaryTarget(budget, 8000), "a quarter of the fold")
 	assert.Equal(t, 3000, e.cfg.summaryTarget(budget, 20000), "at most SummaryTokens")
+	// Beside a 19,000-token agent overhead, 5,000 tokens are left for the
+	// messages: the target is the default of that room, not of the budget.
+	assert.Equal(t, 1000, e.cfg.summaryTarget(budget-19000, 20000), "sized by the room the overhead leaves")
 	set := newEngine(t, Config{ContextWindow: 32000, SummaryTokens: 2500})
 	assert.Equal(t, 2500, set.cfg.summaryTarget(budget, 100), "a size that was set")
 	assert.Equal(t, 2500, set.cfg.summaryTarget(budget, 100000), "a size that was set")

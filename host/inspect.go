@@ -50,7 +50,7 @@ func (e *Engine) Plan(s *Session, opts CompactOptions) (Plan, error) {
 		FirstKept: p.cut, FirstKeptID: idAt(s, p.cut), Folded: p.folded, Kept: kept,
 		TurnPrefix: p.prefixLen > 0, TokensBefore: e.calibrated(s.contextTokens()),
 		TokensKept:    e.calibrated(s.cum[len(s.msgs)] - s.cum[p.cut]),
-		SummaryTokens: e.cfg.summaryTarget(int(e.budget.Load()), s.foldableTokens(p.start, p.cut)),
+		SummaryTokens: e.cfg.summaryTarget(int(e.budget.Load())-max(opts.Overhead, 0), s.foldableTokens(p.start, p.cut)),
 		FileOps:       p.files,
 	}, nil
 }

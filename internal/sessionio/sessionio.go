@@ -238,7 +238,7 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 		// Fits, as everywhere, is about the tokens after: those of the
 		// plan, or the session as it is when nothing can be folded.
 		out.TokensAfter = out.TokensBefore
-		plan, err := e.Plan(s, host.CompactOptions{Focus: o.Focus})
+		plan, err := e.Plan(s, host.CompactOptions{Focus: o.Focus, Overhead: o.Overhead})
 		switch {
 		case errors.Is(err, host.ErrNothingToFold):
 			out.Action = ActionNothingToFold
@@ -254,7 +254,7 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 		out.Action, out.TokensAfter, out.Fits = ActionNone, out.TokensBefore, out.TokensBefore <= b.Input
 		return out, nil
 	}
-	c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.Focus, RecallHint: o.RecallHint})
+	c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.Focus, RecallHint: o.RecallHint, Overhead: o.Overhead})
 	switch {
 	case errors.Is(err, host.ErrNothingToFold):
 		out.Action = ActionNothingToFold
