@@ -145,3 +145,17 @@ func AgentOverhead(format string) (int, bool) {
 	n, ok := agentOverhead[format]
 	return n, ok
 }
+
+// summaryModels are the models a provider's summaries default to when
+// they cost less than the conversation's own.
+var summaryModels = map[string]string{"anthropic": "claude-haiku-4-5", "openai": "gpt-4.1-mini", "google": "gemini-2.5-flash-lite"}
+
+// SummaryModel is the model a compaction asks its summaries of by default
+// for a conversation with model m: its provider's small model when the
+// catalog prices that lower, else m's own ID.
+func SummaryModel(m Model) string {
+	if c, ok := Lookup(summaryModels[m.Provider]); ok && c.InputPrice < m.InputPrice {
+		return c.ID
+	}
+	return m.ID
+}

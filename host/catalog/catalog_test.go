@@ -37,3 +37,19 @@ func TestLookup(t *testing.T) {
 		t.Errorf("catalog has %d models", Len())
 	}
 }
+
+func TestSummaryModel(t *testing.T) {
+	for model, want := range map[string]string{
+		"claude-opus-4-6":  "claude-haiku-4-5",
+		"claude-haiku-4-5": "claude-haiku-4-5", // nothing cheaper: its own
+		"gpt-5.5":          "gpt-4.1-mini",
+	} {
+		m, ok := Lookup(model)
+		if !ok {
+			t.Fatalf("%s not found", model)
+		}
+		if got := SummaryModel(m); got != want {
+			t.Errorf("SummaryModel(%s) = %s, want %s", model, got, want)
+		}
+	}
+}

@@ -169,20 +169,6 @@ func (c *promptCache) touch(t time.Time) {
 	}
 }
 
-// summary is the request a summary call that resends the conversation's
-// cached prompt of prompt tokens with an instruction is billed as, at
-// time t: the cached prompt is read while warm, the rest is fresh input
-// (it is never read again, so it is not written to the cache), and the
-// summary of summaryTokens is its output. The read keeps the entry warm.
-func (c *promptCache) summary(t time.Time, prompt, summaryTokens int) Request {
-	r := Request{Time: t, Input: prompt, Output: summaryTokens}
-	if c.warm(t) {
-		r.CacheRead = min(c.prev, prompt)
-		r.Input -= r.CacheRead
-	}
-	return r
-}
-
 // Uncompacted is calls as they would have gone without their
 // compactions: every prompt after one carries what it freed, and no
 // prompt is rewritten by one. (A prompt that outgrows the window would

@@ -37,11 +37,15 @@ type Policy struct {
 	// read from a warm cache.
 	Head int
 	// CachedSummary sends the summary call, while the cache is warm and
-	// when that costs less, as the conversation's own prompt with an
-	// instruction appended, so the cache serves its input as reads;
-	// otherwise the call's input is what it folds, billed as fresh input
-	// (a cold cache would bill the whole prompt so).
+	// when that costs less (ChooseSummaryCall), as the conversation's own
+	// prompt with an instruction appended, so the cache serves its input
+	// as reads; otherwise the call's input is what it folds, billed as
+	// fresh input (a cold cache would bill the whole prompt so).
 	CachedSummary bool
+	// SummaryPrices are the compaction model's prices, at which a fresh
+	// summary call is billed; unknown (the zero value) is the
+	// conversation model's own.
+	SummaryPrices Prices
 	// Fold chooses what each compaction keeps with Fold, from the growth
 	// and pauses seen so far, instead of keeping Kept.
 	Fold bool
@@ -163,19 +167,25 @@ func Fold(p Prices, ttl time.Duration, pol Policy, g Growth, prompt int) int {
 		write = p.CacheWrite1h
 	}
 	head, summary := float64(pol.Head), float64(pol.SummaryTokens)
+	sp := pol.summaryPrices(p)
 	// The summary call at the next compaction, which folds the prompt at
-	// the trigger.
+	// the trigger: on a warm cache it may resend the prompt before it.
+	summaryCall := func(kept float64) float64 {
+		shape := SummaryShape{Folded: int(trigger - kept), FoldEnd: int(trigger - (kept - head - summary)), Summary: pol.SummaryTokens}
+		fresh := ChooseSummaryCall(p, sp, shape).USD
+		warm := fresh
+		if pol.CachedSummary {
+			shape.Cached = int(trigger - growth)
+			warm = ChooseSummaryCall(p, sp, shape).USD
+		}
+		return 1e6 * ((1-cold)*warm + cold*fresh)
+	}
 	rate := func(kept float64) float64 {
 		calls := max(1, (trigger-kept)/growth)
 		mean := (kept + trigger) / 2
 		perCall := (1-cold)*(mean*p.CacheRead+growth*write) + cold*mean*write
 		rewrite := (1-cold)*(head*p.CacheRead+(kept-head)*write) + cold*kept*write
-		folded := (trigger - kept) * p.Input
-		summaryCall := summary*p.Output + folded
-		if pol.CachedSummary {
-			summaryCall = summary*p.Output + (1-cold)*min(trigger*p.CacheRead, folded) + cold*folded
-		}
-		return perCall + (rewrite+summaryCall)/calls
+		return perCall + (rewrite+summaryCall(kept))/calls
 	}
 	const steps = 64
 	best, bestRate := lo, rate(float64(lo))
@@ -188,6 +198,14 @@ func Fold(p Prices, ttl time.Duration, pol Policy, g Growth, prompt int) int {
 	return best
 }
 
+// summaryPrices are the prices a fresh summary call is billed at.
+func (pol Policy) summaryPrices(p Prices) Prices {
+	if pol.SummaryPrices.Known() {
+		return pol.SummaryPrices
+	}
+	return p
+}
+
 // Outcome is a conversation's cost under a policy.
 type Outcome struct {
 	// Calls bills the conversation's own calls; SummaryUSD the summary
@@ -196,6 +214,9 @@ type Outcome struct {
 	SummaryUSD  float64 `json:"summary_usd"`
 	USD         float64 `json:"usd"`
 	Compactions int     `json:"compactions"`
+	// CachedSummaries counts the summary calls that resend the cached
+	// prompt (ChooseSummaryCall).
+	CachedSummaries int `json:"cached_summaries"`
 	// PromptTokens is the sum of the prompts sent.
 	PromptTokens int `json:"prompt_tokens"`
 	// Overflows counts prompts still over the budget after compacting
@@ -233,13 +254,15 @@ func Simulate(p Prices, ttl time.Duration, calls []Call, pol Policy) (Outcome, e
 			kept = Fold(p, ttl, pol, g, call.PromptTokens)
 		}
 		if freed := call.PromptTokens - kept; due && freed > 0 && float64(freed) >= pol.MinSavings*float64(call.PromptTokens) {
-			summary := Request{Input: freed, Output: pol.SummaryTokens}
+			shape := SummaryShape{Folded: freed, FoldEnd: call.PromptTokens - max(0, kept-pol.Head-pol.SummaryTokens), Summary: pol.SummaryTokens}
 			if pol.CachedSummary && c.warm(call.Time) {
-				if cached := c.summary(call.Time, call.PromptTokens, pol.SummaryTokens); cached.USD(p) < summary.USD(p) {
-					summary = cached
-				}
+				shape.Cached = c.prev
 			}
-			o.SummaryUSD += summary.USD(p)
+			sc := ChooseSummaryCall(p, pol.summaryPrices(p), shape)
+			o.SummaryUSD += sc.USD
+			if sc.Cached {
+				o.CachedSummaries++
+			}
 			o.Compactions++
 			removed += freed
 			call.PromptTokens, call.Rewritten, call.Head = kept, true, min(pol.Head, kept)

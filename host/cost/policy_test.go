@@ -46,21 +46,23 @@ func TestSimulateOverflowOnly(t *testing.T) {
 func TestSimulateThreshold(t *testing.T) {
 	o := simulate(t, cost.Policy{CompactAt: 0.85})
 	// The third call (90k >= 85k) is compacted to 20k: the summary reads
-	// 70000·3 and writes 2000·15 = 0.24; the prompt is written anew,
+	// 70000·3 with 1000 of instructions and writes 2000·15 = 0.243; the
+	// prompt is written anew,
 	// 20000·3.75; then 22000·3.75 (expired) and 22000·0.3 + 5000·3.75.
 	assert.Equal(t, 1, o.Compactions)
-	assert.InDelta(t, 0.24, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.243, o.SummaryUSD, 1e-12)
 	assert.InDelta(t, 0.1875+0.09+0.075+0.0825+0.02535, o.Calls.USD, 1e-12)
-	assert.InDelta(t, 0.70035, o.USD, 1e-12)
+	assert.InDelta(t, 0.70335, o.USD, 1e-12)
 }
 
 func TestSimulateCacheAwareWaitsForTheCacheToExpire(t *testing.T) {
 	o := simulate(t, cost.Policy{CompactAt: 0.95, ColdAt: 0.5})
 	// 90k on a warm cache is under the gate's 95%: kept. After the pause
 	// the cache has expired and 92k >= 50%: compacted, folding 72k
-	// (72000·3 + 2000·15 = 0.246); 20000·3.75; 20000·0.3 + 5000·3.75.
+	// (73000·3 with the instructions, + 2000·15 = 0.249); 20000·3.75;
+	// 20000·0.3 + 5000·3.75.
 	assert.Equal(t, 1, o.Compactions)
-	assert.InDelta(t, 0.246, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.249, o.SummaryUSD, 1e-12)
 	assert.InDelta(t, 0.1875+0.09+0.096+0.075+0.02475, o.Calls.USD, 1e-12)
 	assert.Equal(t, 50_000+70_000+90_000+20_000+25_000, o.PromptTokens)
 
@@ -144,30 +146,31 @@ func TestSimulateCachedSummaryAndHead(t *testing.T) {
 	o, err := cost.Simulate(sonnet, cost.TTL1h, calls, pol)
 	require.NoError(t, err)
 	// 50000·6 = 0.3; then 90k >= 85k: the summary folds 70k as fresh input,
-	// 70000·3 + 2000·15 = 0.24; the kept 20k reads the 8k head and writes
+	// 71000·3 + 2000·15 = 0.243 (1000 of instructions); the kept 20k reads the 8k head and writes
 	// 12k: 8000·0.3 + 12000·6 = 0.0744; 20000·0.3 + 2000·6 = 0.018.
 	assert.Equal(t, 1, o.Compactions)
-	assert.InDelta(t, 0.24, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.243, o.SummaryUSD, 1e-12)
 	assert.InDelta(t, 0.3+0.0744+0.018, o.Calls.USD, 1e-12)
 
 	// The summary call as the cached prompt plus an instruction: it reads
-	// the 50k cached and sends the 40k new as input:
-	// 50000·0.3 + 40000·3 + 2000·15 = 0.165.
+	// the 50k cached and sends, up to the cut (the 90k less the 10k kept
+	// verbatim), 30k new and the instruction as input:
+	// 50000·0.3 + 31000·3 + 2000·15 = 0.138.
 	pol.CachedSummary = true
 	o, err = cost.Simulate(sonnet, cost.TTL1h, calls, pol)
 	require.NoError(t, err)
-	assert.InDelta(t, 0.165, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.138, o.SummaryUSD, 1e-12)
 	assert.InDelta(t, 0.3+0.0744+0.018, o.Calls.USD, 1e-12)
 
 	// After a pause past the 1-hour TTL nothing is cached: resending the
 	// prompt would bill all 90k as fresh input, so the summary call sends
-	// what it folds, 70000·3 + 2000·15 = 0.24, and the kept prompt is
+	// what it folds, 71000·3 + 2000·15 = 0.243, and the kept prompt is
 	// written whole, 20000·6 = 0.12.
 	calls[1].Time = t0.Add(61 * time.Minute)
 	calls[2].Time = t0.Add(62 * time.Minute)
 	o, err = cost.Simulate(sonnet, cost.TTL1h, calls, pol)
 	require.NoError(t, err)
-	assert.InDelta(t, 0.24, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.243, o.SummaryUSD, 1e-12)
 	assert.InDelta(t, 0.3+0.12+0.018, o.Calls.USD, 1e-12)
 
 	// The same compaction on a 5-minute cache, warm: the writes cost
@@ -175,8 +178,16 @@ func TestSimulateCachedSummaryAndHead(t *testing.T) {
 	calls[1].Time, calls[2].Time = t0.Add(time.Minute), t0.Add(2*time.Minute)
 	o, err = cost.Simulate(sonnet, cost.TTL5m, calls, pol)
 	require.NoError(t, err)
-	assert.InDelta(t, 0.165, o.SummaryUSD, 1e-12)
+	assert.InDelta(t, 0.138, o.SummaryUSD, 1e-12)
 	assert.InDelta(t, 0.1875+0.0474+0.0135, o.Calls.USD, 1e-12)
+
+	// With a compaction model at a third of the price (1 in, 5 out) the
+	// fresh call, 71000·1 + 2000·5 = 0.081, costs less than the cached
+	// one at the conversation's prices: it is the one made.
+	pol.SummaryPrices = cost.Prices{Input: 1, Output: 5}
+	o, err = cost.Simulate(sonnet, cost.TTL5m, calls, pol)
+	require.NoError(t, err)
+	assert.InDelta(t, 0.081, o.SummaryUSD, 1e-12)
 }
 
 func TestReplayKeepsTheHeadOfARewrittenPrompt(t *testing.T) {
@@ -224,4 +235,30 @@ func TestGrowthCountsExpiredPauses(t *testing.T) {
 	g.Observe(4*time.Minute, cost.TTL5m, 1_000)
 	g.Observe(6*time.Minute, cost.TTL5m, -500)
 	assert.Equal(t, cost.Growth{Gaps: 2, Expired: 1, Tokens: 1_000}, g)
+}
+
+// The one decision between a summary call that resends the cached prompt
+// and a fresh one, by hand: Opus reading a warm 150k prompt costs more
+// than Haiku reading the 120k it folds, and less than Opus doing so.
+func TestChooseSummaryCall(t *testing.T) {
+	haiku := cost.Prices{Input: 1, Output: 5, CacheRead: 0.1, CacheWrite5m: 1.25, CacheWrite1h: 2}
+	shape := cost.SummaryShape{Cached: 150_000, Folded: 120_000, FoldEnd: 140_000, Summary: 2_000}
+	// Cached: 150000·0.5 + 1000·5 + 2000·25 = 0.13; fresh at Haiku:
+	// 121000·1 + 2000·5 = 0.131.
+	sc := cost.ChooseSummaryCall(opus, haiku, shape)
+	assert.True(t, sc.Cached)
+	assert.InDelta(t, 0.13, sc.USD, 1e-12)
+	assert.Equal(t, cost.Request{CacheRead: 150_000, Input: 1_000, Output: 2_000}, sc.Request)
+	// The cut past the cached prompt: the rest is fresh input too,
+	// 150000·0.5 + 11000·5 + 2000·25 = 0.18, dearer than Haiku's 0.131.
+	shape.FoldEnd = 160_000
+	sc = cost.ChooseSummaryCall(opus, haiku, shape)
+	assert.False(t, sc.Cached)
+	assert.InDelta(t, 0.131, sc.USD, 1e-12)
+	assert.Equal(t, cost.Request{Input: 121_000, Output: 2_000}, sc.Request)
+	// At Opus's own prices the fresh call costs 0.655: the cached one wins.
+	assert.True(t, cost.ChooseSummaryCall(opus, opus, shape).Cached)
+	// A cold cache is never resent.
+	shape.Cached = 0
+	assert.False(t, cost.ChooseSummaryCall(opus, opus, shape).Cached)
 }

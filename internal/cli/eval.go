@@ -35,6 +35,7 @@ type evalOptions struct {
 	costMode        bool
 	policies        []string
 	coldShare       float64
+	compactionModel string
 	maxOutput       tokencount.Tokens
 	cost            costFlags
 }
@@ -109,6 +110,7 @@ ran with to replay at its budget.`,
 	fl.Float64Var(&o.minCategory, "min-category", 0, "with --probes: exit 6 when any category scores under this percentage")
 	fl.BoolVar(&o.costMode, "cost", false, "replay the recorded model calls under compaction policies and report what they cost")
 	fl.StringSliceVar(&o.policies, "policy", nil, "with --cost: policy to replay, agent, none, threshold or cache-aware (repeatable; default all)")
+	fl.StringVar(&o.compactionModel, "compaction-model", "", "with --cost: the model fresh summary calls are billed at (default: the cheaper model the proxy asks, e.g. claude-haiku-4-5 for a Claude conversation)")
 	fl.Float64Var(&o.coldShare, "cold-share", 0.5, "with --cost: the cache-aware policy compacts an expired cache past this share of the budget")
 	fl.Var(&o.maxOutput, "max-output-tokens", "with --cost: tokens the agent reserved for the reply out of the window (default: the model's output limit)")
 	addCostFlags(cmd, &o.cost)
@@ -280,7 +282,7 @@ func runEvalCost(g *globals, o *evalOptions, args []string) error {
 		return err
 	}
 	opts := eval.CostOptions{Sessions: args, Policies: o.policies, Prices: costs.prices, TTL: costs.ttl, ColdShare: o.coldShare,
-		MaxOutputTokens: int(o.maxOutput)}
+		MaxOutputTokens: int(o.maxOutput), CompactionModel: o.compactionModel}
 	if len(o.windows) == 1 {
 		opts.Window = o.windows[0]
 	}

@@ -59,6 +59,11 @@ type CostOptions struct {
 	// ColdShare is the cache-aware policy's share of the budget past
 	// which an expired cache is compacted; default 0.5.
 	ColdShare float64
+	// CompactionModel is the model fresh summary calls are billed at;
+	// default catalog.SummaryModel of each session's model, the one the
+	// proxy asks by default. A summary call that resends the cached
+	// prompt is billed at the session's own model.
+	CompactionModel string
 }
 
 // CostReport is what eval --cost measured.
@@ -77,6 +82,8 @@ type CostSession struct {
 	Calls    int    `json:"calls"`
 	Budget   int    `json:"budget"`
 	CacheTTL string `json:"cache_ttl"`
+	// CompactionModel is the model fresh summary calls are billed at.
+	CompactionModel string `json:"compaction_model"`
 	// HeadTokens is the start of the prompt the agent's own compactions
 	// left cached (its recorded cache reads right after one); 0 when it
 	// made none. Every policy's compactions keep it cached.
@@ -207,6 +214,16 @@ func costSession(path string, opts CostOptions) (cs *CostSession, skip string, e
 	}
 	cs = &CostSession{Session: filepath.Base(path), Model: model, Calls: len(reqs), Budget: b.Input,
 		CacheTTL: map[bool]string{true: "1h", false: "5m"}[ttl >= cost.TTL1h], BilledUSD: cost.BillRequests(prices, reqs).USD}
+	summaryPrices := prices
+	cs.CompactionModel = opts.CompactionModel
+	if cs.CompactionModel == "" && known {
+		cs.CompactionModel = catalog.SummaryModel(m)
+	}
+	if sm, ok := catalog.Lookup(cs.CompactionModel); ok && cs.CompactionModel != model && sm.InputPrice > 0 {
+		summaryPrices = sm.Prices()
+	} else {
+		cs.CompactionModel = model
+	}
 	// Each conversation of the file (the main one and every sub-agent's)
 	// has its own prompt and cache, and is replayed on its own.
 	var threads [][]cost.Call
@@ -219,7 +236,7 @@ func costSession(path string, opts CostOptions) (cs *CostSession, skip string, e
 	for _, name := range opts.Policies {
 		total := PolicyCost{Policy: name}
 		for _, calls := range threads {
-			pc, err := replayPolicy(name, calls, prices, ttl, b, cs.HeadTokens, opts.ColdShare)
+			pc, err := replayPolicy(name, calls, prices, summaryPrices, ttl, b, cs.HeadTokens, opts.ColdShare)
 			if err != nil {
 				return nil, "", err
 			}
@@ -248,8 +265,9 @@ func splitThreads(reqs []cost.Request) [][]cost.Request {
 }
 
 // replayPolicy is one conversation's calls under the policy name, at
-// budget b, with a head of the prompt that compactions leave cached.
-func replayPolicy(name string, calls []cost.Call, prices cost.Prices, ttl time.Duration, b host.Budget, head int, coldShare float64) (PolicyCost, error) {
+// budget b, with a head of the prompt that compactions leave cached;
+// fresh summary calls are billed at summaryPrices.
+func replayPolicy(name string, calls []cost.Call, prices, summaryPrices cost.Prices, ttl time.Duration, b host.Budget, head int, coldShare float64) (PolicyCost, error) {
 	pc := PolicyCost{Policy: name}
 	if name == PolicyAgent {
 		pc.Calls = cost.Replay(prices, ttl, calls)
@@ -267,7 +285,8 @@ func replayPolicy(name string, calls []cost.Call, prices cost.Prices, ttl time.D
 	// and the summary.
 	first := min(calls[0].PromptTokens, b.Input/2)
 	kept := min(first+b.KeepRecentTokens+b.SummaryTokens, b.Input-1)
-	pol := cost.Policy{Budget: b.Input, Kept: kept, SummaryTokens: b.SummaryTokens, MinSavings: b.MinSavings, Head: min(head, first)}
+	pol := cost.Policy{Budget: b.Input, Kept: kept, SummaryTokens: b.SummaryTokens, MinSavings: b.MinSavings, Head: min(head, first),
+		SummaryPrices: summaryPrices}
 	switch name {
 	case PolicyThreshold:
 		pol.CompactAt = b.CompactAt
@@ -287,6 +306,7 @@ func addOutcome(t *PolicyCost, pc PolicyCost) {
 	t.USD += pc.USD
 	t.SummaryUSD += pc.SummaryUSD
 	t.Compactions += pc.Compactions
+	t.CachedSummaries += pc.CachedSummaries
 	t.PromptTokens += pc.PromptTokens
 	t.Overflows += pc.Overflows
 	addBill(&t.Calls, pc.Calls)
@@ -337,10 +357,10 @@ func (r *CostReport) WriteJSON(w io.Writer) error {
 // WriteTable writes a row per session and policy, then the totals.
 func (r *CostReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "session\tmodel\tcalls\tbudget\tttl\tbilled\tpolicy\tcost\tsummaries\tcompactions\tprompt tokens\toverflows\t")
+	fmt.Fprintln(tw, "session\tmodel\tcalls\tbudget\tttl\tbilled\tpolicy\tcost\tsummaries\tcompactions\tcached summaries\tprompt tokens\toverflows\t")
 	row := func(session, model, calls, budget, ttl, billed string, pc PolicyCost) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.2f\t$%.2f\t%d\t%s\t%d\t\n", session, model, calls, budget, ttl, billed,
-			pc.Policy, pc.USD, pc.SummaryUSD, pc.Compactions, kilo(pc.PromptTokens), pc.Overflows)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.2f\t$%.2f\t%d\t%d\t%s\t%d\t\n", session, model, calls, budget, ttl, billed,
+			pc.Policy, pc.USD, pc.SummaryUSD, pc.Compactions, pc.CachedSummaries, kilo(pc.PromptTokens), pc.Overflows)
 	}
 	for _, s := range r.Sessions {
 		for i, pc := range s.Policies {
