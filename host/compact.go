@@ -266,10 +266,14 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 	began := time.Now()
 	s.mu.Lock()
 	p, err := e.makePlan(s, e.keepFor(opts.KeepRecentTokens))
+	var firstKept Message
 	if err == nil {
 		p.collect(s)
 		p.before = e.calibrated(s.contextTokens() + opts.overhead)
 		p.target = e.cfg.summaryTarget(int(e.budget.Load())-opts.overhead, s.foldableTokens(p.start, p.cut))
+		if p.cut < len(s.msgs) {
+			firstKept = s.msgs[p.cut].msg
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -283,7 +287,23 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 		strategy string
 		offline  bool
 	)
+	if e.promptSummarizer != nil && opts.Strategy == "" {
+		summary, err = e.promptSummary(ctx, s, svc, p, firstKept, opts)
+		switch {
+		case err == nil:
+			strategy = StrategyCachedPrompt
+		case errors.Is(err, errNoPromptSummary):
+		case ctx.Err() != nil:
+			return Compaction{}, fmt.Errorf("host: compaction cancelled: %w", ctx.Err())
+		default:
+			e.log.Warn("cached-prompt summary failed; falling back", "session", s.id, "next", names[0], "err", err)
+			e.events.emit(&FallbackEvent{Session: s.id, From: StrategyCachedPrompt, To: names[0], Err: err})
+		}
+	}
 	for i, name := range names {
+		if strategy != "" {
+			break
+		}
 		summary, offline, err = e.summarizePlan(ctx, s, svc, name, p, opts.Focus)
 		if err == nil {
 			summary = e.verifySummary(summary, p)
@@ -326,7 +346,7 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 	e.events.emit(&CompactionEvent{
 		Session: s.id, CompactionID: c.ID, Strategy: strategy, Offline: offline, Manual: opts.manual,
 		TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter, MessagesFolded: c.MessagesFolded,
-		Turn: p.turnNo, Duration: time.Since(began), ModelUsage: svc.usage, CostUSD: svc.cost(),
+		Turn: p.turnNo, Duration: time.Since(began), ModelUsage: svc.allUsage(), CostUSD: svc.cost(),
 	})
 	return c, nil
 }

@@ -83,8 +83,11 @@ type Engine struct {
 	truncators TruncatorResolver
 	categories map[string]string
 	model      ModelClient
-	log        *slog.Logger
-	events     bus
+	// promptSummarizer, when set, is asked for a summary before the
+	// strategies (WithPromptSummarizer).
+	promptSummarizer PromptSummarizer
+	log              *slog.Logger
+	events           bus
 	// maxSessionBytes bounds the session logs read; see WithMaxSessionBytes.
 	maxSessionBytes int64
 
@@ -373,6 +376,41 @@ type services struct {
 	mu    sync.Mutex
 	usage Usage
 	model string
+	// promptUsage and promptUSD are a PromptSummarizer's call, priced
+	// apart: its model is the conversation's, not the strategies'.
+	promptUsage Usage
+	promptUSD   float64
+}
+
+// addCall counts a PromptSummarizer's call in the compaction's usage and
+// cost.
+func (sv *services) addCall(ps *PromptSummary) {
+	usd := ps.CostUSD
+	if usd == 0 {
+		if m, ok := catalog.Lookup(ps.Model); ok {
+			usd = cost.FromUsage(ps.Usage).USD(m.Prices())
+		}
+	}
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	sv.promptUsage = addUsage(sv.promptUsage, ps.Usage)
+	sv.promptUSD += usd
+}
+
+// addUsage sums two usage reports.
+func addUsage(a, b Usage) Usage {
+	a.InputTokens += b.InputTokens
+	a.OutputTokens += b.OutputTokens
+	a.CacheReadTokens += b.CacheReadTokens
+	a.CacheWriteTokens += b.CacheWriteTokens
+	return a
+}
+
+// allUsage is the usage of every model call of the compaction.
+func (sv *services) allUsage() Usage {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return addUsage(sv.usage, sv.promptUsage)
 }
 
 func (sv *services) Complete(ctx context.Context, req *abi.CompleteRequest) (*abi.CompleteResponse, error) {
@@ -395,10 +433,7 @@ func (sv *services) Complete(ctx context.Context, req *abi.CompleteRequest) (*ab
 		sv.e.mu.Unlock()
 	}
 	sv.mu.Lock()
-	sv.usage.InputTokens += resp.Usage.InputTokens
-	sv.usage.OutputTokens += resp.Usage.OutputTokens
-	sv.usage.CacheReadTokens += resp.Usage.CacheReadTokens
-	sv.usage.CacheWriteTokens += resp.Usage.CacheWriteTokens
+	sv.usage = addUsage(sv.usage, resp.Usage)
 	sv.model = resp.Model
 	sv.mu.Unlock()
 	return resp, nil
@@ -431,7 +466,7 @@ func (sv *services) cost() float64 {
 	}
 	m, ok := catalog.Lookup(name)
 	if !ok {
-		return 0
+		return sv.promptUSD
 	}
-	return cost.FromUsage(sv.usage).USD(m.Prices())
+	return sv.promptUSD + cost.FromUsage(sv.usage).USD(m.Prices())
 }

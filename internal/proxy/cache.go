@@ -69,7 +69,10 @@ type convCache struct {
 	// whole prompt).
 	CachedTokens int `json:"cached_tokens"`
 	// PromptTokens is the last request's whole prompt.
-	PromptTokens int            `json:"prompt_tokens"`
+	PromptTokens int `json:"prompt_tokens"`
+	// sentMessages counts the messages of the last request as it went
+	// upstream: where its cache breakpoint was.
+	sentMessages int
 	Compactions  int            `json:"compactions"`
 	Misses       map[string]int `json:"misses"`
 	// Bill is what the answers were billed, priced from the catalog (0
@@ -103,6 +106,10 @@ type turn struct {
 	// cold says the cache expired since the last request.
 	known string
 	cold  bool
+	// cached and sentBefore are the prompt the previous answer left in
+	// the cache, in tokens, and the messages of the request it answered;
+	// sent counts this request's messages as they go.
+	cached, sentBefore, sent int
 	// compacted is set when this request's prompt was rewritten by a new
 	// compaction.
 	compacted bool
@@ -128,6 +135,8 @@ func (c *caches) begin(tenant, conv, kind, model string, body []byte) *turn {
 		t.known = missColdStart
 	case t.at.Sub(el.Value.(*convCache).LastRequest) > el.Value.(*convCache).ttl:
 		t.known, t.cold = missTTLExpired, true
+	default:
+		t.cached, t.sentBefore = el.Value.(*convCache).CachedTokens, el.Value.(*convCache).sentMessages
 	}
 	return t
 }
@@ -169,6 +178,7 @@ func (c *caches) finish(t *turn, u *cost.Request) {
 			reason = missPrefixChanged
 		}
 		cc.Requests++
+		cc.sentMessages = t.sent
 		cc.PromptTokens = u.PromptTokens()
 		cc.CachedTokens = u.CacheRead + u.CacheWrite5m + u.CacheWrite1h
 		if t.kind != KindAnthropic {
@@ -215,6 +225,7 @@ func (x *exchange) observe(resp *http.Response) *http.Response {
 		return resp
 	}
 	x.turn.compacted = x.action == actionCompacted
+	x.turn.sent = x.outMessages()
 	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	if resp.Header.Get("Content-Encoding") != "" {
 		// Not read: a compressed answer passes as it came.

@@ -42,23 +42,78 @@ func (c *clock) advance(d time.Duration) {
 
 // cachingUpstream is a loopback Anthropic Messages API that bills its
 // prompt cache as the provider does: a request reads the longest prefix
-// (system prompt and messages) that a request within the last five
-// minutes sent, and writes the rest. Summary calls get a summary.
+// (system prompt and messages, cache_control markers aside, a string
+// content the same as one text block) that a request within the last
+// five minutes sent, and writes the rest. Summary calls get a summary:
+// the strategies' (to the compaction model, or with their system prompt)
+// and the proxy's own over the cached prompt, whose appended instruction
+// is fresh input.
 type cachingUpstream struct {
 	clk *clock
 	srv *httptest.Server
 
 	mu    sync.Mutex
-	seen  map[[32]byte]time.Time // prefix -> last sent
+	seen  map[[32]byte]seenPrefix
 	calls int
+	// agent and cached are the bodies of the agent's requests and of the
+	// summary calls over the cached prompt, with the usage billed.
+	agent, cached []billed
+	fresh         int
+	// failCached and failFresh refuse the summary calls of each kind;
+	// freshTries counts the strategies' calls, refused or not.
+	failCached, failFresh bool
+	freshTries            int
+}
+
+type seenPrefix struct {
+	at     time.Time
+	tokens int
+}
+
+type billed struct {
+	body               []byte
+	read, write, fresh int
 }
 
 func newCachingUpstream(t *testing.T, clk *clock) *cachingUpstream {
-	u := &cachingUpstream{clk: clk, seen: map[[32]byte]time.Time{}}
+	u := &cachingUpstream{clk: clk, seen: map[[32]byte]seenPrefix{}}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(u.srv.Close)
 	return u
 }
+
+// cacheKey is a message as the cache keys it: its content, without the
+// markers that only say where to cache.
+func cacheKey(raw []byte) []byte {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return raw
+	}
+	var strip func(any) any
+	strip = func(v any) any {
+		switch t := v.(type) {
+		case map[string]any:
+			delete(t, "cache_control")
+			for k, e := range t {
+				t[k] = strip(e)
+			}
+			if c, ok := t["content"].(string); ok {
+				t["content"] = []any{map[string]any{"type": "text", "text": c}}
+			}
+		case []any:
+			for i := range t {
+				t[i] = strip(t[i])
+			}
+		}
+		return v
+	}
+	out, _ := json.Marshal(strip(v))
+	return out
+}
+
+// summaryText is what every summary call answers.
+const summaryText = "## Active Task\n> step 1\n\n## Next Step\nFix the parser.\n\n## Key Decisions & Rationale\nNone.\n\n" +
+	"## Files & Artifacts\n- parser.go\n\n## Constraints & Requirements\nNone.\n\n## Pending Items\nNone.\n\n## Session Narrative\nEarlier turns were about the parser."
 
 func (u *cachingUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	var req struct {
@@ -72,34 +127,76 @@ func (u *cachingUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, `{"type":"error","error":{"type":"invalid_request_error","message":"bad json"}}`)
 		return
 	}
-	if req.Model == summaryModel {
-		writeJSON(w, http.StatusOK, anthropicMessage(req.Model, "## Goal\nThe scripted task.\n## Progress\nEarlier turns were about the parser.", len(body)/4))
+	cachedCall := len(req.Messages) > 0 && bytes.Contains(req.Messages[len(req.Messages)-1], []byte("This conversation is being compacted"))
+	freshCall := req.Model == summaryModel || bytes.Contains(req.System, []byte("working memory of a coding agent"))
+	u.mu.Lock()
+	if freshCall {
+		u.freshTries++
+	}
+	fail := u.failCached && cachedCall || u.failFresh && freshCall
+	u.mu.Unlock()
+	if fail {
+		writeJSON(w, http.StatusInternalServerError, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`)
+		return
+	}
+	if freshCall {
+		u.mu.Lock()
+		u.fresh++
+		u.mu.Unlock()
+		writeJSON(w, http.StatusOK, anthropicMessage(req.Model, summaryText, len(body)/4))
 		return
 	}
 	now := u.clk.Now()
 	h := sha256.New()
 	h.Write(req.System)
 	tokens, read := len(req.System)/4, 0
+	msgs := req.Messages
+	instruction := 0
+	if cachedCall {
+		// The instruction is sent once: not cached.
+		instruction = len(msgs[len(msgs)-1]) / 4
+		msgs = msgs[:len(msgs)-1]
+	}
 	u.mu.Lock()
-	var prefixes [][32]byte
-	for _, m := range req.Messages {
-		h.Write(m)
-		tokens += len(m) / 4
+	type prefix struct {
+		k      [32]byte
+		tokens int
+	}
+	var prefixes []prefix
+	for _, m := range msgs {
+		key := cacheKey(m)
+		h.Write(key)
+		tokens += len(key) / 4
 		var k [32]byte
 		copy(k[:], h.Sum(nil))
-		prefixes = append(prefixes, k)
-		if at, ok := u.seen[k]; ok && now.Sub(at) <= cost.TTL5m {
-			read = tokens
+		prefixes = append(prefixes, prefix{k, tokens})
+		if at, ok := u.seen[k]; ok && now.Sub(at.at) <= cost.TTL5m {
+			read = at.tokens
 		}
 	}
-	for _, k := range prefixes {
-		u.seen[k] = now
+	for _, p := range prefixes {
+		if at, ok := u.seen[p.k]; ok {
+			// A read keeps the entry, and its size, alive.
+			p.tokens = at.tokens
+		}
+		u.seen[p.k] = seenPrefix{now, p.tokens}
 	}
 	u.calls++
 	turn := u.calls
+	b := billed{body: body, read: read, write: tokens - read, fresh: 3 + instruction}
+	if cachedCall {
+		u.cached = append(u.cached, b)
+	} else {
+		u.agent = append(u.agent, b)
+	}
 	u.mu.Unlock()
+	usage := fmt.Sprintf(`"input_tokens":%d,"cache_read_input_tokens":%d,"cache_creation_input_tokens":%d`, b.fresh, b.read, b.write)
+	if cachedCall {
+		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"id":"msg_%d","type":"message","role":"assistant","model":%s,"content":[{"type":"text","text":%s}],"stop_reason":"end_turn","stop_sequence":null,"usage":{%s,"output_tokens":120}}`,
+			turn, quote(req.Model), quote(summaryText), usage))
+		return
+	}
 	text := fmt.Sprintf("reply %d: ", turn) + strings.Repeat("the parser change is in place and tested. ", 28)
-	usage := fmt.Sprintf(`"input_tokens":3,"cache_read_input_tokens":%d,"cache_creation_input_tokens":%d`, read, tokens-read)
 	if !req.Stream {
 		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"id":"msg_%d","type":"message","role":"assistant","model":%s,"content":[{"type":"text","text":%s}],"stop_reason":"end_turn","stop_sequence":null,"usage":{%s,"output_tokens":300}}`,
 			turn, quote(req.Model), quote(text), usage))
@@ -267,6 +364,9 @@ func TestCacheAwareCompactsAtTheExpiredGap(t *testing.T) {
 				return
 			}
 			assert.Equal(t, 1.0, compactions("cache_expired"), "no compaction at the expired gap")
+			up.mu.Lock()
+			assert.Empty(t, up.cached, "a cold cache resent for its summary")
+			up.mu.Unlock()
 
 			// The stored compaction is spliced into the next request,
 			// whose prefix is the one just sent: warm.
@@ -283,6 +383,11 @@ func TestCacheAwareCompactsAtTheExpiredGap(t *testing.T) {
 				a.send()
 			}
 			assert.Equal(t, 1.0, misses(missCompaction))
+			// Warm, but a fresh call to the cheaper compaction model costs
+			// less than the conversation's own over the cached prompt.
+			up.mu.Lock()
+			assert.Empty(t, up.cached, "the dearer summary call was made")
+			up.mu.Unlock()
 
 			// The report: the asking tenant's conversation, with its
 			// misses and bill; none for another tenant; the admin token is

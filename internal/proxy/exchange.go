@@ -44,9 +44,11 @@ type exchange struct {
 	raw   *rawRequest
 	model string
 	conv  string
-	// rec is the stored compaction spliced into out, if any.
-	rec *store.Record
-	out []byte
+	// rec is the stored compaction spliced into out, if any; spliced
+	// counts the messages its replacement put in place of the folded ones.
+	rec     *store.Record
+	spliced int
+	out     []byte
 	// action is what happened, for the requests metric.
 	action string
 
@@ -389,7 +391,9 @@ func (x *exchange) apply(rec *store.Record) {
 	}
 	out = append(out, b[first:]...)
 	saved := (len(x.raw.body) - len(out)) / 4
-	x.rec, x.out = rec, out
+	var repl []json.RawMessage
+	json.Unmarshal(rec.Replacement, &repl)
+	x.rec, x.out, x.spliced = rec, out, len(repl)
 	if x.action == actionForwarded {
 		x.action = actionSpliced
 	}
@@ -601,7 +605,7 @@ func (x *exchange) engine() (*host.Engine, error) {
 			}
 			x.guarded = x.guard(cl)
 		}
-		opts = append(opts, host.WithModel(x.guarded))
+		opts = append(opts, host.WithModel(x.guarded), host.WithPromptSummarizer(x.cachedSummary))
 		if m, ok := catalog.Lookup(cm); ok && cm != c.Model && c.SummarizerBudget == 0 {
 			c.SummarizerBudget = m.InputBudget(0)
 		}
@@ -619,9 +623,6 @@ func (x *exchange) engine() (*host.Engine, error) {
 	return e, nil
 }
 
-// cheaper are the models summaries default to, per provider.
-var cheaper = map[string]string{KindAnthropic: "claude-haiku-4-5", KindOpenAI: "gpt-4.1-mini", KindGemini: "gemini-2.5-flash-lite"}
-
 // catalogProvider is the name the catalog files each API's models under:
 // the Gemini API's are Google's.
 var catalogProvider = map[string]string{KindAnthropic: "anthropic", KindOpenAI: "openai", KindGemini: "google"}
@@ -635,8 +636,8 @@ func (x *exchange) compactionModel() string {
 	if !ok || m.Provider != catalogProvider[x.providerKind()] {
 		return x.model
 	}
-	if c, ok := catalog.Lookup(cheaper[x.providerKind()]); ok && c.InputPrice < m.InputPrice {
-		return c.ID
+	if cm := catalog.SummaryModel(m); cm != m.ID {
+		return cm
 	}
 	return x.model
 }
@@ -759,7 +760,11 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 	x.action = actionCompacted
 	x.p.m.compactions.WithLabelValues(rec.Strategy, trigger).Inc()
 	if x.cost > 0 {
-		x.p.m.summaryCost.WithLabelValues(x.compactionModel()).Add(x.cost)
+		model := x.compactionModel()
+		if rec.Strategy == host.StrategyCachedPrompt {
+			model = x.model // the conversation's own model made it
+		}
+		x.p.m.summaryCost.WithLabelValues(model).Add(x.cost)
 	}
 	x.log.Info("compacted", "trigger", trigger, "strategy", rec.Strategy, "offline", rec.Offline, "folded_messages", rec.FoldedCount,
 		"tokens_before", rec.TokensBefore, "tokens_after", rec.TokensAfter, "cost_usd", rec.CostUSD, "key", rec.Key[:16])

@@ -249,3 +249,22 @@ func (h *tooLarge) Complete(ctx context.Context, req *abi.CompleteRequest) (*abi
 	}
 	return h.Host.Complete(ctx, req)
 }
+
+// The instruction appended to a resent conversation names the span by
+// the message kept, asks for text only and for the seven sections, and
+// carries the target, the focus and the modified files.
+func TestInstruction(t *testing.T) {
+	req := &abi.SummarizeRequest{PreviousSummary: "## Active Task\n> earlier", TargetTokens: 1500, Focus: "the parser",
+		FileOps: abi.FileOps{Modified: []string{"parser.go"}}}
+	kept := abi.Message{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockToolResult, ToolUseID: "toolu_07", Text: "ok"}}}
+	in := structured.Instruction(req, kept)
+	for _, want := range []string{"do not call any tool", "not including, the result of tool call toolu_07.", "merge it into yours",
+		"## Active Task\n", "## Session Narrative\n", "about 1500 tokens", "focus on: the parser", "parser.go"} {
+		assert.Contains(t, in, want)
+	}
+	kept = abi.Message{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: "step 12:   please\nread " + strings.Repeat("more ", 60)}}}
+	in = structured.Instruction(&abi.SummarizeRequest{}, kept)
+	assert.Contains(t, in, `the user message that begins "step 12: please read more`)
+	assert.Contains(t, in, `…"`)
+	assert.NotContains(t, in, "earlier compaction")
+}
