@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -136,4 +140,73 @@ func TestCachedPromptSummaryCallFails(t *testing.T) {
 		require.NoError(t, json.Unmarshal(last, &req))
 		assert.Less(t, len(req.Messages), len(a.msgs), "the emergency compaction was not sent")
 	})
+}
+
+// The official SDK as Claude Code uses the API: tools, thinking, the
+// system prompt and the newest message marked for a 1-hour cache, the
+// marker moving to the new last message each turn. The summary call
+// resends the tools and thinking as they were (a change would miss the
+// cache), puts the client's own marker back where the previous request
+// had it, and is billed as reads of that whole prompt.
+func TestCachedPromptSummaryCallFromTheSDK(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 2, 8, 11, 0, 0, 0, time.UTC)}
+	up := newCachingUpstream(t, clk)
+	u, err := url.Parse(up.srv.URL)
+	require.NoError(t, err)
+	p, err := New(Options{Upstream: u, Config: smallWindow, Registry: registry, CompactionModel: "claude-sonnet-4-5", Now: clk.Now,
+		ProviderMaxRetries: -1, MetricsToken: "admin-secret", Logger: newJSONLogger(io.Discard)})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+
+	client := anthropic.NewClient(aoption.WithBaseURL(srv.URL), aoption.WithAPIKey(testKey), aoption.WithMaxRetries(0))
+	tools := []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{
+		Name: "read_file", Description: anthropic.String("Read a file"),
+		InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"path": map[string]any{"type": "string"}}},
+	}}}
+	hour := anthropic.CacheControlEphemeralParam{TTL: anthropic.CacheControlEphemeralTTLTTL1h}
+	var history []anthropic.MessageParam
+	for i := 0; compactions(t, srv.URL, host.StrategyCachedPrompt) == 0; i++ {
+		require.Less(t, i, 30, "no compaction")
+		id := fmt.Sprintf("toolu_%02d", i)
+		history = append(history,
+			anthropic.NewUserMessage(anthropic.NewTextBlock(turnText(i))),
+			anthropic.NewAssistantMessage(anthropic.NewToolUseBlock(id, map[string]any{"path": fmt.Sprintf("parser_%d.go", i)}, "read_file")),
+			anthropic.NewUserMessage(anthropic.NewToolResultBlock(id, fmt.Sprintf("package parser // file %d", i), false)))
+		// The newest message alone carries the conversation's marker.
+		msgs := append([]anthropic.MessageParam(nil), history...)
+		marked := *history[len(history)-1].Content[0].OfToolResult
+		marked.CacheControl = hour
+		msgs[len(msgs)-1] = anthropic.NewUserMessage(anthropic.ContentBlockParamUnion{OfToolResult: &marked})
+		clk.advance(time.Minute)
+		m, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{
+			Model: "claude-sonnet-4-5", MaxTokens: 2000, Messages: msgs, Tools: tools,
+			System:   []anthropic.TextBlockParam{{Text: cacheSystem, CacheControl: hour}},
+			Thinking: anthropic.ThinkingConfigParamOfEnabled(1024),
+		})
+		require.NoError(t, err)
+		history = append(history, m.ToParam())
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	require.Len(t, up.cached, 1)
+	call := up.cached[0]
+	prev := up.agent[len(up.agent)-2]
+	sent, err := scanRequest(call.body)
+	require.NoError(t, err)
+	before, err := scanRequest(prev.body)
+	require.NoError(t, err)
+	for _, k := range []string{"tools", "thinking", "system", "max_tokens", "model"} {
+		assert.Equal(t, string(before.field(k)), string(sent.field(k)), "%s changed", k)
+	}
+	require.Len(t, sent.msgs, len(before.msgs)+1)
+	last := len(before.msgs) - 1
+	assert.True(t, bytes.HasPrefix(call.body, prev.body[:before.msgs[last].start]), "the summary call does not start with the previous request's bytes")
+	assert.Equal(t, string(cacheKey(before.msg(last))), string(cacheKey(sent.msg(last))))
+	assert.Contains(t, string(sent.msg(last)), `"ttl":"1h"`, "the client's marker is not where the previous request had it")
+	assert.Equal(t, 1, bytes.Count(sent.field("messages"), cacheControlKey), "markers in the messages: the resent last one's alone")
+	assert.Equal(t, prev.read+prev.write, call.read)
+	assert.Zero(t, call.write)
+	assert.Contains(t, string(sent.msg(len(sent.msgs)-1)), "This conversation is being compacted")
 }
