@@ -28,8 +28,7 @@ const (
 	PolicyThreshold = "threshold"
 	// PolicyCacheAware compacts past CostOptions.ColdShare once the
 	// cache has expired, and a warm cache only past cost.WarmShare of
-	// the gate's shares; each compaction keeps what cost.Fold chooses, and
-	// its summary call resends the cached prompt with an instruction.
+	// the gate's shares; each compaction keeps what cost.Fold chooses.
 	PolicyCacheAware = "cache-aware"
 )
 
@@ -285,8 +284,10 @@ func replayPolicy(name string, calls []cost.Call, prices, summaryPrices cost.Pri
 	// and the summary.
 	first := min(calls[0].PromptTokens, b.Input/2)
 	kept := min(first+b.KeepRecentTokens+b.SummaryTokens, b.Input-1)
+	// Every policy's summary call resends the cached prompt where that
+	// costs less, as the proxy's does whatever its policy.
 	pol := cost.Policy{Budget: b.Input, Kept: kept, SummaryTokens: b.SummaryTokens, MinSavings: b.MinSavings, Head: min(head, first),
-		SummaryPrices: summaryPrices}
+		SummaryPrices: summaryPrices, CachedSummary: true}
 	switch name {
 	case PolicyThreshold:
 		pol.CompactAt = b.CompactAt
@@ -294,7 +295,7 @@ func replayPolicy(name string, calls []cost.Call, prices, summaryPrices cost.Pri
 		pol.CompactAt, pol.ColdAt = cost.WarmShare(b.CompactAt, b.EmergencyAt), coldShare
 		// A fold keeps at least the first call and a quarter of the
 		// recent history the gate keeps.
-		pol.Fold, pol.CachedSummary = true, true
+		pol.Fold = true
 		pol.MinKeep = max(0, min(first-pol.Head+b.KeepRecentTokens/4, b.Input-1-pol.Head-pol.SummaryTokens))
 	}
 	var err error
