@@ -79,10 +79,14 @@ prompt cache under each --policy: agent (as the agent ran it), none
 share) and cache-aware (compact past --cold-share of the budget once the
 cache has expired; a warm cache only halfway from the gate's share to its
 emergency share; keep what the expected cost over the next calls favours,
-from the growth and pauses seen so far; ask for the summary by resending
-the cached prompt while the cache is warm), and reports the cost, the
-summary calls' cost, compactions and prompt tokens per session and in
-total, beside what the recorded usage was billed. Each sub-agent's calls
+from the growth and pauses seen so far), and reports the cost, the
+summary calls' cost, compactions, the summary calls that resent the cached
+prompt and prompt tokens per session and in total, beside what the
+recorded usage was billed. Every policy's summary call is priced as the
+proxy makes it: fresh to --compaction-model (default the provider's
+cheaper model, as the proxy asks), or, while the cache is warm and when
+that costs less, the cached prompt resent to the session's own model with
+an instruction. Each sub-agent's calls
 in a file are their own conversation; the start of the prompt the agent's
 own compactions left cached (its recorded reads) stays cached across every
 policy's compactions. Give --max-output-tokens the reply reserve the agent

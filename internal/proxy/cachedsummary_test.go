@@ -26,6 +26,19 @@ import (
 // model (so a summary call over the warm cache costs less than a fresh
 // one), before a caching upstream, on an injected clock.
 func cachedRig(t *testing.T, edit func(*cachingUpstream)) (*cachingUpstream, *agentScript, string) {
+	clk, up, base := cachedProxy(t, edit)
+	a := &agentScript{t: t, url: base, key: "sk-ant-tenant-a"}
+	a.send()
+	for i := 0; !compacted(t, base); i++ {
+		require.Less(t, i, 40, "no compaction")
+		clk.advance(time.Minute)
+		a.send() // every request answered, whatever the summary calls did
+	}
+	return up, a, base
+}
+
+// cachedProxy is the proxy of cachedRig and its upstream, edited first.
+func cachedProxy(t *testing.T, edit func(*cachingUpstream)) (*clock, *cachingUpstream, string) {
 	clk := &clock{t: time.Date(2026, 2, 8, 11, 0, 0, 0, time.UTC)}
 	up := newCachingUpstream(t, clk)
 	if edit != nil {
@@ -39,14 +52,7 @@ func cachedRig(t *testing.T, edit func(*cachingUpstream)) (*cachingUpstream, *ag
 	t.Cleanup(func() { p.Close() })
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
-	a := &agentScript{t: t, url: srv.URL, key: "sk-ant-tenant-a"}
-	a.send()
-	for i := 0; metric(t, srv.URL, "compact_host_proxy_compactions_total") == 0 && !compacted(t, srv.URL); i++ {
-		require.Less(t, i, 40, "no compaction")
-		clk.advance(time.Minute)
-		a.send() // every request answered, whatever the summary calls did
-	}
-	return up, a, srv.URL
+	return clk, up, srv.URL
 }
 
 // compacted reports whether the proxy made any compaction.
@@ -149,25 +155,15 @@ func TestCachedPromptSummaryCallFails(t *testing.T) {
 // cache), puts the client's own marker back where the previous request
 // had it, and is billed as reads of that whole prompt.
 func TestCachedPromptSummaryCallFromTheSDK(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 2, 8, 11, 0, 0, 0, time.UTC)}
-	up := newCachingUpstream(t, clk)
-	u, err := url.Parse(up.srv.URL)
-	require.NoError(t, err)
-	p, err := New(Options{Upstream: u, Config: smallWindow, Registry: registry, CompactionModel: "claude-sonnet-4-5", Now: clk.Now,
-		ProviderMaxRetries: -1, MetricsToken: "admin-secret", Logger: newJSONLogger(io.Discard)})
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-
-	client := anthropic.NewClient(aoption.WithBaseURL(srv.URL), aoption.WithAPIKey(testKey), aoption.WithMaxRetries(0))
+	clk, up, base := cachedProxy(t, nil)
+	client := anthropic.NewClient(aoption.WithBaseURL(base), aoption.WithAPIKey(testKey), aoption.WithMaxRetries(0))
 	tools := []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{
 		Name: "read_file", Description: anthropic.String("Read a file"),
 		InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"path": map[string]any{"type": "string"}}},
 	}}}
 	hour := anthropic.CacheControlEphemeralParam{TTL: anthropic.CacheControlEphemeralTTLTTL1h}
 	var history []anthropic.MessageParam
-	for i := 0; compactions(t, srv.URL, host.StrategyCachedPrompt) == 0; i++ {
+	for i := 0; compactions(t, base, host.StrategyCachedPrompt) == 0; i++ {
 		require.Less(t, i, 30, "no compaction")
 		id := fmt.Sprintf("toolu_%02d", i)
 		history = append(history,
