@@ -25,7 +25,7 @@ import (
 // cachedRig is a proxy whose summaries go to the conversation's own
 // model (so a summary call over the warm cache costs less than a fresh
 // one), before a caching upstream, on an injected clock.
-func cachedRig(t *testing.T, edit func(*cachingUpstream)) (*cachingUpstream, *agentScript, string) {
+func cachedRig(t *testing.T, edit func(*cachingUpstream)) (*clock, *cachingUpstream, *agentScript, string) {
 	clk, up, base := cachedProxy(t, edit)
 	a := &agentScript{t: t, url: base, key: "sk-ant-tenant-a"}
 	a.send()
@@ -34,7 +34,7 @@ func cachedRig(t *testing.T, edit func(*cachingUpstream)) (*cachingUpstream, *ag
 		clk.advance(time.Minute)
 		a.send() // every request answered, whatever the summary calls did
 	}
-	return up, a, base
+	return clk, up, a, base
 }
 
 // cachedProxy is the proxy of cachedRig and its upstream, edited first.
@@ -70,18 +70,53 @@ func compactions(t *testing.T, base, strategy string) float64 {
 // which gets the client's cache_control marker, and the instruction
 // appended: the upstream bills the whole previous prompt as cache reads,
 // the strategy's fresh call is never made, the summary is spliced in, and
-// the cost is the one the upstream's usage gives.
+// the cost is the one the upstream's usage gives. The next compaction does
+// the same over a prompt that carries the first one's summary.
 func TestCachedPromptSummaryCall(t *testing.T) {
-	up, _, base := cachedRig(t, nil)
+	clk, up, a, base := cachedRig(t, nil)
 	assert.Equal(t, 1.0, compactions(t, base, host.StrategyCachedPrompt))
 	up.mu.Lock()
-	defer up.mu.Unlock()
 	require.Len(t, up.cached, 1)
 	assert.Zero(t, up.freshTries, "the strategy's fresh call was made too")
-	call := up.cached[0]
 	require.GreaterOrEqual(t, len(up.agent), 2)
-	prev := up.agent[len(up.agent)-2] // the request before the compacted one
+	// The request before the compacted one is the prompt cached.
+	checkCachedCall(t, up.cached[0], up.agent[len(up.agent)-2])
+	// The summary went where the strategy's would: into the next request.
+	assert.Contains(t, string(up.agent[len(up.agent)-1].body), "Fix the parser.")
+	call := up.cached[0]
+	up.mu.Unlock()
 
+	// The cost reported is the call's own usage at the model's prices.
+	m, ok := catalog.Lookup("claude-sonnet-4-5")
+	require.True(t, ok)
+	first := cost.Request{Input: call.fresh, CacheRead: call.read, Output: 120}.USD(m.Prices())
+	assert.InDelta(t, first, metric(t, base, `compact_host_proxy_summary_cost_usd_total{model="claude-sonnet-4-5"}`), 1e-9)
+
+	// The next compaction resends a prompt that opens with the first
+	// one's summary, as the requests since carried it.
+	for i := 0; compactions(t, base, host.StrategyCachedPrompt) < 2; i++ {
+		require.Less(t, i, 40, "no second compaction")
+		clk.advance(time.Minute)
+		a.send()
+	}
+	up.mu.Lock()
+	require.Len(t, up.cached, 2)
+	assert.Zero(t, up.freshTries)
+	prev := up.agent[len(up.agent)-2]
+	assert.Contains(t, string(prev.body), "Fix the parser.", "the cached prompt does not carry the first summary")
+	checkCachedCall(t, up.cached[1], prev)
+	call = up.cached[1]
+	up.mu.Unlock()
+	second := cost.Request{Input: call.fresh, CacheRead: call.read, Output: 120}.USD(m.Prices())
+	assert.InDelta(t, first+second, metric(t, base, `compact_host_proxy_summary_cost_usd_total{model="claude-sonnet-4-5"}`), 1e-9)
+}
+
+// checkCachedCall checks a summary call over the cached prompt of the
+// request prev: prev's bytes up to its last message, that message keyed
+// the same and marked, the instruction after it, stream off; billed as
+// reads of prev's whole prompt, nothing written.
+func checkCachedCall(t *testing.T, call, prev billed) {
+	t.Helper()
 	sent, err := scanRequest(call.body)
 	require.NoError(t, err)
 	before, err := scanRequest(prev.body)
@@ -89,7 +124,7 @@ func TestCachedPromptSummaryCall(t *testing.T) {
 	require.Len(t, sent.msgs, len(before.msgs)+1, "the previous request's messages and the instruction")
 	last := len(before.msgs) - 1
 	assert.True(t, bytes.HasPrefix(call.body, prev.body[:before.msgs[last].start]),
-		"the summary call does not start with the previous request's bytes:\n%s\n%s", call.body[:200], prev.body[:200])
+		"the summary call does not start with the previous request's bytes:\n%.200s\n%.200s", call.body, prev.body)
 	assert.Equal(t, string(before.field("system")), string(sent.field("system")))
 	assert.Equal(t, string(cacheKey(before.msg(last))), string(cacheKey(sent.msg(last))), "the last cached message changed")
 	assert.Contains(t, string(sent.msg(last)), `"cache_control":{"type":"ephemeral"}`, "no breakpoint where the previous request cached")
@@ -99,23 +134,9 @@ func TestCachedPromptSummaryCall(t *testing.T) {
 	assert.Contains(t, instr, "do not call any tool")
 	assert.Contains(t, instr, "## Active Task")
 	assert.Equal(t, "false", string(sent.field("stream")))
-
-	// Billed as reads of the whole previous prompt, nothing written.
 	assert.Equal(t, prev.read+prev.write, call.read)
-	assert.Zero(t, call.write)
 	assert.Positive(t, call.read)
-
-	// The summary went where the strategy's would: into the next request.
-	assert.Contains(t, string(up.agent[len(up.agent)-1].body), "Fix the parser.")
-
-	// The cost reported is the call's own usage at the model's prices.
-	m, ok := catalog.Lookup("claude-sonnet-4-5")
-	require.True(t, ok)
-	want := cost.Request{Input: call.fresh, CacheRead: call.read, Output: 120}.USD(m.Prices())
-	up.mu.Unlock()
-	got := metric(t, base, `compact_host_proxy_summary_cost_usd_total{model="claude-sonnet-4-5"}`)
-	up.mu.Lock()
-	assert.InDelta(t, want, got, 1e-9)
+	assert.Zero(t, call.write)
 }
 
 // Hostile upstreams: the summary call over the cache fails, and the
@@ -123,7 +144,7 @@ func TestCachedPromptSummaryCall(t *testing.T) {
 // strategy (offline) compacts. Every request is answered either way.
 func TestCachedPromptSummaryCallFails(t *testing.T) {
 	t.Run("cached call refused", func(t *testing.T) {
-		up, _, base := cachedRig(t, func(u *cachingUpstream) { u.failCached = true })
+		_, up, _, base := cachedRig(t, func(u *cachingUpstream) { u.failCached = true })
 		assert.Equal(t, 1.0, compactions(t, base, "structured"))
 		assert.Zero(t, compactions(t, base, host.StrategyCachedPrompt))
 		up.mu.Lock()
@@ -132,7 +153,7 @@ func TestCachedPromptSummaryCallFails(t *testing.T) {
 		assert.Contains(t, string(up.agent[len(up.agent)-1].body), "Fix the parser.")
 	})
 	t.Run("every summary call refused", func(t *testing.T) {
-		up, a, base := cachedRig(t, func(u *cachingUpstream) { u.failCached, u.failFresh = true, true })
+		_, up, a, base := cachedRig(t, func(u *cachingUpstream) { u.failCached, u.failFresh = true, true })
 		// The configured fallback, the offline truncate strategy.
 		assert.Equal(t, 1.0, compactions(t, base, "truncate"))
 		assert.Zero(t, compactions(t, base, host.StrategyCachedPrompt)+compactions(t, base, "structured"))
