@@ -29,9 +29,10 @@ import (
 // and messages byte for byte, with the client's cache_control markers),
 // so the provider bills that prompt as cache reads, and one user message
 // appended that asks for the summary of the messages before the cut.
-// Anthropic Messages only: the tools stay (a change to them, to
-// tool_choice or to thinking would miss the cache), so the instruction,
-// not the request, forbids tool calls.
+// The tools stay (on Anthropic a change to them, to tool_choice or to
+// thinking would miss the cache), so the instruction, not the request,
+// forbids tool calls. Anthropic Messages and OpenAI Chat Completions, which
+// caches a prompt's prefix by itself (no markers).
 
 // maxCacheMarkers is the most cache_control breakpoints an Anthropic
 // request may carry.
@@ -51,7 +52,7 @@ var (
 // that costs less.
 func (x *exchange) cachedSummary(ctx context.Context, req *host.PromptSummaryRequest) (*host.PromptSummary, error) {
 	t := x.turn
-	if x.kind != KindAnthropic || x.agentSummary != "" || t == nil || t.known != "" || t.cached <= 0 || t.sentBefore <= 0 {
+	if x.kind != KindAnthropic && x.kind != KindOpenAI || x.agentSummary != "" || t == nil || t.known != "" || t.cached <= 0 || t.sentBefore <= 0 {
 		return nil, nil
 	}
 	if s := x.p.o.Config.Strategy; s != "" && s != host.DefaultStrategy {
@@ -86,7 +87,7 @@ func (x *exchange) cachedSummary(ctx context.Context, req *host.PromptSummaryReq
 	if !sc.Cached {
 		return nil, nil
 	}
-	body, err := cachedSummaryBody(out, end, structured.Instruction(&req.Summarize, req.FirstKept), req.Summarize.TargetTokens)
+	body, err := cachedSummaryBody(x.kind, out, end, structured.Instruction(&req.Summarize, req.FirstKept), req.Summarize.TargetTokens)
 	if err != nil {
 		x.log.Debug("the request cannot be resent for its summary", "err", err)
 		return nil, nil
@@ -117,52 +118,60 @@ func (x *exchange) outMessages() int {
 	return x.spliced + len(x.raw.msgs) - x.rec.FoldedCount
 }
 
-// cachedSummaryBody is the request out with its first end messages, as
-// they are, then the instruction as one more user message; stream off and
-// max_tokens sized for a summary of target tokens (the client's own when
-// it thinks, since its thinking budget must fit). The last resent message
-// gets the client's cache_control marker when it has none, so the
-// provider looks the prompt up where the previous request cached it.
-func cachedSummaryBody(out *rawRequest, end int, instruction string, target int) ([]byte, error) {
+// cachedSummaryBody is the request out, of API kind, with its first end
+// messages, as they are, then the instruction as one more user message;
+// stream off. An Anthropic request's max_tokens is sized for a summary of
+// target tokens (the client's own when it thinks, since its thinking
+// budget must fit), and its last resent message gets the client's
+// cache_control marker when it has none, so the provider looks the prompt
+// up where the previous request cached it. A Chat Completions request
+// keeps its token limit (a reasoning model's reasoning counts in it).
+func cachedSummaryBody(kind string, out *rawRequest, end int, instruction string, target int) ([]byte, error) {
 	b := out.body
+	anthropic := kind == KindAnthropic
 	marker := lastMarker(b)
-	if marker == nil {
+	if anthropic && marker == nil {
 		return nil, errors.New("the request marks nothing for the cache")
 	}
 	last := out.msg(end - 1)
 	var role struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		ToolCalls json.RawMessage `json:"tool_calls"`
 	}
 	if err := json.Unmarshal(last, &role); err != nil {
 		return nil, err
 	}
-	if role.Role == "assistant" && bytes.Contains(role.Content, []byte(`"tool_use"`)) {
+	if role.Role == "assistant" && (bytes.Contains(role.Content, []byte(`"tool_use"`)) || len(role.ToolCalls) > 0 && string(role.ToolCalls) != "null") {
 		return nil, errors.New("the resent messages end with a tool call")
 	}
 	prefixEnd := out.msgs[end-1].end
-	markers := bytes.Count(b[:prefixEnd], cacheControlKey)
-	for k, s := range out.fields {
-		if k != "messages" && s.start > out.array.start {
-			markers += bytes.Count(s.of(b), cacheControlKey)
+	maxTokens := 0 // the client's
+	var instr []byte
+	var err error
+	if anthropic {
+		markers := bytes.Count(b[:prefixEnd], cacheControlKey)
+		for k, s := range out.fields {
+			if k != "messages" && s.start > out.array.start {
+				markers += bytes.Count(s.of(b), cacheControlKey)
+			}
 		}
-	}
-	if !bytes.Contains(last, cacheControlKey) && markers < maxCacheMarkers {
-		if marked, ok := withMarker(last, role.Content, marker); ok {
-			last = marked
+		if !bytes.Contains(last, cacheControlKey) && markers < maxCacheMarkers {
+			if marked, ok := withMarker(last, role.Content, marker); ok {
+				last = marked
+			}
 		}
-	}
-	maxTokens := max(2*target, 2048)
-	if th := out.field("thinking"); th != nil && !bytes.Contains(th, []byte(`"disabled"`)) {
-		maxTokens = 0 // the client's
-	}
-	if v := out.field("max_tokens"); maxTokens > 0 && v != nil {
-		var n int
-		if json.Unmarshal(v, &n) == nil && n > 0 {
-			maxTokens = min(maxTokens, n)
+		if th := out.field("thinking"); th == nil || bytes.Contains(th, []byte(`"disabled"`)) {
+			maxTokens = max(2*target, 2048)
+			var n int
+			if v := out.field("max_tokens"); v != nil && json.Unmarshal(v, &n) == nil && n > 0 {
+				maxTokens = min(maxTokens, n)
+			}
 		}
+		instr, err = json.Marshal(map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": instruction}}})
+	} else {
+		instr, err = json.Marshal(map[string]string{"role": "user", "content": instruction})
 	}
-	instr, err := json.Marshal(map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": instruction}}})
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +184,11 @@ func cachedSummaryBody(out *rawRequest, end int, instruction string, target int)
 	var w bytes.Buffer
 	w.Grow(prefixEnd + len(instr) + 256)
 	w.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
+	for _, k := range keys {
+		if k == "stream_options" {
+			continue // allowed only with a stream
+		}
+		if w.Len() > 1 {
 			w.WriteByte(',')
 		}
 		kb, _ := json.Marshal(k)
@@ -272,15 +284,35 @@ func replaceContent(msg, content []byte) ([]byte, bool) {
 	return append(out, m.body[s.end:]...), true
 }
 
-// anthropicAnswer is what a summary call's answer is read for.
-type anthropicAnswer struct {
-	Model   string `json:"model"`
+// summaryAnswer is what a summary call's answer is read for: an
+// Anthropic message's text blocks, or a chat completion's first choice.
+type summaryAnswer struct {
 	Content []struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	} `json:"content"`
-	StopReason string    `json:"stop_reason"`
-	Usage      wireUsage `json:"usage"`
+	StopReason string `json:"stop_reason"`
+	Choices    []struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage wireUsage `json:"usage"`
+}
+
+// text is the answer's text, and why it ended.
+func (a *summaryAnswer) text() (string, string) {
+	if len(a.Choices) > 0 {
+		return a.Choices[0].Message.Content, a.Choices[0].FinishReason
+	}
+	var text strings.Builder
+	for _, c := range a.Content {
+		if c.Type == "text" {
+			text.WriteString(c.Text)
+		}
+	}
+	return text.String(), a.StopReason
 }
 
 // sendCachedSummary sends body to the request's own endpoint with the
@@ -318,23 +350,18 @@ func (x *exchange) sendCachedSummary(ctx context.Context, body []byte, p cost.Pr
 	if len(data) > maxSummaryAnswer {
 		return nil, fmt.Errorf("summary call: an answer over %d bytes", maxSummaryAnswer)
 	}
-	var a anthropicAnswer
+	var a summaryAnswer
 	if err := json.Unmarshal(data, &a); err != nil {
 		return nil, fmt.Errorf("summary call: the answer does not read: %w", err)
 	}
-	var text strings.Builder
-	for _, c := range a.Content {
-		if c.Type == "text" {
-			text.WriteString(c.Text)
-		}
-	}
-	r := a.Usage.request(KindAnthropic)
-	ps := &host.PromptSummary{Summary: text.String(), Model: x.model, CostUSD: r.USD(p),
+	text, stop := a.text()
+	r := a.Usage.request(x.kind)
+	ps := &host.PromptSummary{Summary: text, Model: x.model, CostUSD: r.USD(p),
 		Usage: abi.Usage{InputTokens: r.Input, OutputTokens: r.Output, CacheReadTokens: r.CacheRead, CacheWriteTokens: r.CacheWrite5m + r.CacheWrite1h}}
 	x.log.Info("cached-prompt summary call", "cache_read_tokens", r.CacheRead, "cache_write_tokens", r.CacheWrite5m+r.CacheWrite1h,
-		"input_tokens", r.Input, "output_tokens", r.Output, "cost_usd", ps.CostUSD, "stop_reason", a.StopReason, "seconds", time.Since(began).Seconds())
+		"input_tokens", r.Input, "output_tokens", r.Output, "cost_usd", ps.CostUSD, "stop_reason", stop, "seconds", time.Since(began).Seconds())
 	if strings.TrimSpace(ps.Summary) == "" {
-		return ps, fmt.Errorf("summary call: %w (stop_reason %q)", errNoText, a.StopReason)
+		return ps, fmt.Errorf("summary call: %w (stop reason %q)", errNoText, stop)
 	}
 	return ps, nil
 }

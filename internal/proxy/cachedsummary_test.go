@@ -14,6 +14,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go"
+	ooption "github.com/openai/openai-go/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,7 +28,7 @@ import (
 // model (so a summary call over the warm cache costs less than a fresh
 // one), before a caching upstream, on an injected clock.
 func cachedRig(t *testing.T, edit func(*cachingUpstream)) (*clock, *cachingUpstream, *agentScript, string) {
-	clk, up, base := cachedProxy(t, edit)
+	clk, up, base := cachedProxy(t, "claude-sonnet-4-5", edit)
 	a := &agentScript{t: t, url: base, key: "sk-ant-tenant-a"}
 	a.send()
 	for i := 0; !compacted(t, base); i++ {
@@ -37,8 +39,9 @@ func cachedRig(t *testing.T, edit func(*cachingUpstream)) (*clock, *cachingUpstr
 	return clk, up, a, base
 }
 
-// cachedProxy is the proxy of cachedRig and its upstream, edited first.
-func cachedProxy(t *testing.T, edit func(*cachingUpstream)) (*clock, *cachingUpstream, string) {
+// cachedProxy is the proxy of cachedRig, its summaries asked of model, and
+// its upstream, edited first.
+func cachedProxy(t *testing.T, model string, edit func(*cachingUpstream)) (*clock, *cachingUpstream, string) {
 	clk := &clock{t: time.Date(2026, 2, 8, 11, 0, 0, 0, time.UTC)}
 	up := newCachingUpstream(t, clk)
 	if edit != nil {
@@ -46,7 +49,7 @@ func cachedProxy(t *testing.T, edit func(*cachingUpstream)) (*clock, *cachingUps
 	}
 	u, err := url.Parse(up.srv.URL)
 	require.NoError(t, err)
-	p, err := New(Options{Upstream: u, Config: smallWindow, Registry: registry, CompactionModel: "claude-sonnet-4-5", Now: clk.Now,
+	p, err := New(Options{Upstream: u, Config: smallWindow, Registry: registry, CompactionModel: model, Now: clk.Now,
 		ProviderMaxRetries: -1, MetricsToken: "admin-secret", Logger: newJSONLogger(io.Discard)})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
@@ -176,7 +179,7 @@ func TestCachedPromptSummaryCallFails(t *testing.T) {
 // cache), puts the client's own marker back where the previous request
 // had it, and is billed as reads of that whole prompt.
 func TestCachedPromptSummaryCallFromTheSDK(t *testing.T) {
-	clk, up, base := cachedProxy(t, nil)
+	clk, up, base := cachedProxy(t, "claude-sonnet-4-5", nil)
 	client := anthropic.NewClient(aoption.WithBaseURL(base), aoption.WithAPIKey(testKey), aoption.WithMaxRetries(0))
 	tools := []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{
 		Name: "read_file", Description: anthropic.String("Read a file"),
@@ -226,4 +229,49 @@ func TestCachedPromptSummaryCallFromTheSDK(t *testing.T) {
 	assert.Equal(t, prev.read+prev.write, call.read)
 	assert.Zero(t, call.write)
 	assert.Contains(t, string(sent.msg(len(sent.msgs)-1)), "This conversation is being compacted")
+}
+
+// Chat Completions caches a prompt's prefix by itself: from the official
+// OpenAI SDK, the summary call resends the previous request's messages
+// byte for byte, with no marker, and the instruction; the upstream bills
+// that whole prompt as cached, and the cost is the call's usage.
+func TestCachedPromptSummaryCallChatCompletions(t *testing.T) {
+	clk, up, base := cachedProxy(t, "gpt-4o", nil)
+	client := openai.NewClient(ooption.WithBaseURL(base+"/v1"), ooption.WithAPIKey("sk-proj-cachetest"), ooption.WithMaxRetries(0))
+	history := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(cacheSystem)}
+	for i := 0; compactions(t, base, host.StrategyCachedPrompt) == 0; i++ {
+		require.Less(t, i, 30, "no compaction")
+		history = append(history, openai.UserMessage(turnText(i)))
+		clk.advance(time.Minute)
+		resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model: "gpt-4o", Messages: history, MaxCompletionTokens: openai.Int(1000),
+		})
+		require.NoError(t, err)
+		require.NotEmpty(t, resp.Choices)
+		history = append(history, resp.Choices[0].Message.ToParam())
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	require.Len(t, up.cached, 1)
+	assert.Zero(t, up.freshTries, "the strategy's fresh call was made too")
+	call, prev := up.cached[0], up.agent[len(up.agent)-2]
+	sent, err := scanRequest(call.body)
+	require.NoError(t, err)
+	before, err := scanRequest(prev.body)
+	require.NoError(t, err)
+	require.Len(t, sent.msgs, len(before.msgs)+1)
+	assert.True(t, bytes.HasPrefix(call.body, prev.body[:before.msgs[len(before.msgs)-1].end]),
+		"the summary call does not start with the previous request's messages:\n%.300s\n%.300s", call.body, prev.body)
+	assert.NotContains(t, string(call.body), "cache_control")
+	assert.Contains(t, string(sent.msg(len(sent.msgs)-1)), "This conversation is being compacted")
+	assert.Equal(t, prev.read+prev.fresh, call.read, "the previous prompt was not read whole from the cache")
+	assert.Contains(t, string(up.agent[len(up.agent)-1].body), "Fix the parser.")
+
+	m, ok := catalog.Lookup("gpt-4o")
+	require.True(t, ok)
+	want := cost.Request{Input: call.fresh, CacheRead: call.read, Output: 120}.USD(m.Prices())
+	up.mu.Unlock()
+	got := metric(t, base, `compact_host_proxy_summary_cost_usd_total{model="gpt-4o"}`)
+	up.mu.Lock()
+	assert.InDelta(t, want, got, 1e-9)
 }
