@@ -59,6 +59,7 @@ const (
 	Escape        = 1 << iota // a backslash escape
 	NonASCII                  // a byte of a multi-byte (or invalid) UTF-8 sequence
 	UnicodeEscape             // a \u escape (with Escape): the only escape that can spell a newline or a letter
+	Surrogate                 // a \u escape of a UTF-16 surrogate (with UnicodeEscape), paired or not
 	// Unscanned: String did not look (a checked Members crosses string
 	// values a quote at a time); the string may hold anything above.
 	Unscanned
@@ -118,10 +119,17 @@ func String(b []byte, i int) (end, flags int) {
 			switch b[j] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
-				if j+4 >= len(b) || Hex4(b[j+1:]) < 0 {
+				if j+4 >= len(b) {
 					return 0, -1
 				}
-				flags |= UnicodeEscape
+				switch h := Hex4(b[j+1:]); {
+				case h < 0:
+					return 0, -1
+				case h >= 0xD800 && h < 0xE000:
+					flags |= UnicodeEscape | Surrogate
+				default:
+					flags |= UnicodeEscape
+				}
 				j += 4
 			default:
 				return 0, -1
@@ -298,22 +306,31 @@ func (sc Scanner) Valid(b []byte) Status {
 
 // Value returns the offset past the JSON value at b[i] and whether it is
 // valid.
-func (sc Scanner) Value(b []byte, i int) (int, Status) { return sc.value(b, i, 1) }
+func (sc Scanner) Value(b []byte, i int) (int, Status) {
+	end, _, st := sc.value(b, i, 1)
+	return end, st
+}
 
-func (sc Scanner) value(b []byte, i, depth int) (int, Status) {
+// ValueFlags is Value, also returning what String found in the strings of
+// the value (keys included), ORed.
+func (sc Scanner) ValueFlags(b []byte, i int) (end, flags int, st Status) {
+	return sc.value(b, i, 1)
+}
+
+func (sc Scanner) value(b []byte, i, depth int) (end, flags int, st Status) {
 	if i >= len(b) {
-		return 0, Bad
+		return 0, 0, Bad
 	}
 	switch c := b[i]; {
 	case c == '"':
 		end, flags := String(b, i)
 		if flags < 0 {
-			return 0, Bad
+			return 0, 0, Bad
 		}
-		return end, OK
+		return end, flags, OK
 	case c == '{' || c == '[':
 		if depth > MaxDepth {
-			return 0, Undecided
+			return 0, 0, Undecided
 		}
 		closing := byte('}')
 		if c == '[' {
@@ -321,48 +338,53 @@ func (sc Scanner) value(b []byte, i, depth int) (int, Status) {
 		}
 		i = SkipWS(b, i+1)
 		if i < len(b) && b[i] == closing {
-			return i + 1, OK
+			return i + 1, 0, OK
 		}
 		for {
 			if c == '{' {
 				if i >= len(b) || b[i] != '"' {
-					return 0, Bad
+					return 0, 0, Bad
 				}
-				end, flags := String(b, i)
-				if flags < 0 {
-					return 0, Bad
+				end, kflags := String(b, i)
+				if kflags < 0 {
+					return 0, 0, Bad
 				}
+				flags |= kflags
 				i = SkipWS(b, end)
 				if i >= len(b) || b[i] != ':' {
-					return 0, Bad
+					return 0, 0, Bad
 				}
 				i = SkipWS(b, i+1)
 			}
-			end, st := sc.value(b, i, depth+1)
+			end, vflags, st := sc.value(b, i, depth+1)
 			if st != OK {
-				return 0, st
+				return 0, 0, st
 			}
+			flags |= vflags
 			i = SkipWS(b, end)
 			if i >= len(b) {
-				return 0, Bad
+				return 0, 0, Bad
 			}
 			if b[i] == closing {
-				return i + 1, OK
+				return i + 1, flags, OK
 			}
 			if b[i] != ',' {
-				return 0, Bad
+				return 0, 0, Bad
 			}
 			i = SkipWS(b, i+1)
 		}
-	case c == 't':
-		return literal(b, i, "true")
-	case c == 'f':
-		return literal(b, i, "false")
-	case c == 'n':
-		return literal(b, i, "null")
-	default:
-		return sc.number(b, i)
 	}
+	switch b[i] {
+	case 't':
+		end, st = literal(b, i, "true")
+	case 'f':
+		end, st = literal(b, i, "false")
+	case 'n':
+		end, st = literal(b, i, "null")
+	default:
+		end, st = sc.number(b, i)
+	}
+	return end, 0, st
 }
 
 func literal(b []byte, i int, lit string) (int, Status) {
@@ -473,7 +495,7 @@ func (sc Scanner) Members(b []byte, out []Member) ([]Member, Status) {
 		} else if sc.Checked {
 			m.End = Skip(b, j)
 		} else {
-			m.End, st = sc.value(b, j, 2)
+			m.End, _, st = sc.value(b, j, 2)
 		}
 		if st != OK {
 			return out, st

@@ -27,6 +27,11 @@ func FuzzValid(f *testing.F) {
 			return
 		}
 		assert.Equal(t, json.Valid(b), st == OK, "%q", b)
+		if st == OK {
+			// Bytes that are not ASCII can only be in strings.
+			_, flags, _ := Scanner{}.ValueFlags(b, SkipWS(b, 0))
+			assert.Equal(t, bytes.IndexFunc(b, func(r rune) bool { return r >= 0x80 }) >= 0, flags&NonASCII != 0, "%q", b)
+		}
 		if (Scanner{Float64: true}).Valid(b) == OK {
 			var v any
 			require.NoError(t, json.Unmarshal(b, &v))
@@ -146,4 +151,28 @@ func TestSeeds(t *testing.T) {
 	assert.Equal(t, Undecided, st, "a number a float64 may not hold")
 	_, st = Scanner{}.Value([]byte(strings.Repeat(`[`, 70)+strings.Repeat(`]`, 70)), 0)
 	assert.Equal(t, Undecided, st, "nesting past MaxDepth")
+}
+
+// ValueFlags reports what String found in every string of a value, keys
+// included; Surrogate marks surrogate escapes, paired or not.
+func TestValueFlags(t *testing.T) {
+	for text, want := range map[string]int{
+		`{"a":1,"b":[true,null]}`:          0,
+		`"plain"`:                          0,
+		`{"a":["x\ny"]}`:                   Escape,
+		`{"a":"\u003c"}`:                   Escape | UnicodeEscape,
+		`[{"k\ud83d\ude00":1}]`:            Escape | UnicodeEscape | Surrogate,
+		`{"a":[1,{"b":"\udc00"}],"c":"é"}`: Escape | UnicodeEscape | Surrogate | NonASCII,
+		`{"a":"\\ud800"}`:                  Escape,
+		"{\"a\":[\"caf\xe9\"]}":            NonASCII,
+	} {
+		end, flags, st := Scanner{}.ValueFlags([]byte(text), 0)
+		require.Equal(t, OK, st, text)
+		assert.Equal(t, len(text), end, text)
+		assert.Equal(t, want, flags, text)
+	}
+	_, flags := String([]byte(`"\uD800\uDFFF"`), 0)
+	assert.Equal(t, Escape|UnicodeEscape|Surrogate, flags)
+	_, flags = String([]byte(`"\ud7ff\ue000"`), 0)
+	assert.Equal(t, Escape|UnicodeEscape, flags, "the code points around the surrogates")
 }
