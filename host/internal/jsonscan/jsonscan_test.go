@@ -176,3 +176,23 @@ func TestValueFlags(t *testing.T) {
 	_, flags = String([]byte(`"\ud7ff\ue000"`), 0)
 	assert.Equal(t, Escape|UnicodeEscape, flags, "the code points around the surrogates")
 }
+
+// Escapes at every offset from the eight-byte words appendUnquote copies,
+// between runs of every length, decode as encoding/json decodes them.
+func TestStringValueEscapesAtEveryOffset(t *testing.T) {
+	escapes := []string{`\n`, `\"`, `\\`, `\/`, `\t`, `\u003c`, `\u00e9`, `\u20ac`, `\ud83d\ude00`, `\ud800`, `\udc00x`, `\ud83d\u0041`}
+	for _, esc := range escapes {
+		for pre := 0; pre <= 17; pre++ {
+			for _, post := range []string{"", "a", "déjà vu →", strings.Repeat("z", 9)} {
+				s := []byte(`"` + strings.Repeat("é", pre%3) + strings.Repeat("x", pre) + esc + post + esc + `"`)
+				var want string
+				require.NoError(t, json.Unmarshal(s, &want), "%s", s)
+				end, flags := String(s, 0)
+				require.Equal(t, len(s), end, "%s", s)
+				assert.Equal(t, want, StringValue(s, flags), "%s", s)
+				assert.Equal(t, want, StringValue(s, Unscanned), "%s", s)
+				assert.Equal(t, want, string(AppendStringValue([]byte("kept"), s, flags)[4:]), "%s", s)
+			}
+		}
+	}
+}
