@@ -80,8 +80,14 @@ func decode(data []byte, v any, checked bool) (int, error) {
 	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
-		d := decoder{checked: checked}
+		room := rooms.Get().(*[]byte)
+		d := decoder{checked: checked, room: *room}
 		end, err := d.value(data, jsonscan.SkipWS(data, 0), rv.Elem(), 1)
+		*room = nil
+		if cap(d.room) <= maxRoom {
+			*room = d.room
+		}
+		rooms.Put(room)
 		if err == nil && jsonscan.SkipWS(data, end) == len(data) {
 			return d.flags, nil
 		}
@@ -89,6 +95,12 @@ func decode(data []byte, v any, checked bool) (int, error) {
 	}
 	return -1, json.Unmarshal(data, v)
 }
+
+// rooms hold the room jsonscan.StringAt decodes strings with escapes in,
+// up to maxRoom bytes, for the next record.
+var rooms = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxRoom = 1 << 20
 
 // DecodeString is json.Unmarshal(data, &s) for a string.
 func DecodeString(data []byte, s *string) error {
@@ -105,6 +117,8 @@ type decoder struct {
 	checked bool
 	// flags are what String found in the strings checked so far, ORed.
 	flags int
+	// room is jsonscan.StringAt's.
+	room []byte
 }
 
 // value decodes the JSON value at data[i] into v and returns the offset
@@ -142,12 +156,13 @@ func (d *decoder) value(data []byte, i int, v reflect.Value, depth int) (int, er
 			v.SetString(jsonscan.StringValue(data[i:end], jsonscan.Unscanned))
 			return end, nil
 		}
-		end, flags := jsonscan.String(data, i)
+		str, end, flags, room := jsonscan.StringAt(data, i, d.room)
+		d.room = room
 		if flags < 0 {
 			return 0, errUndecided
 		}
 		d.flags |= flags
-		v.SetString(jsonscan.StringValue(data[i:end], flags))
+		v.SetString(str)
 		return end, nil
 	case reflect.Bool:
 		switch {

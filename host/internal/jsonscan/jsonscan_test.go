@@ -177,8 +177,8 @@ func TestValueFlags(t *testing.T) {
 	assert.Equal(t, Escape|UnicodeEscape, flags, "the code points around the surrogates")
 }
 
-// Escapes at every offset from the eight-byte words appendUnquote copies,
-// between runs of every length, decode as encoding/json decodes them.
+// Escapes at every offset from the eight-byte words String and StringAt
+// read, between runs of every length, decode as encoding/json decodes them.
 func TestStringValueEscapesAtEveryOffset(t *testing.T) {
 	escapes := []string{`\n`, `\"`, `\\`, `\/`, `\t`, `\u003c`, `\u00e9`, `\u20ac`, `\ud83d\ude00`, `\ud800`, `\udc00x`, `\ud83d\u0041`}
 	for _, esc := range escapes {
@@ -192,7 +192,36 @@ func TestStringValueEscapesAtEveryOffset(t *testing.T) {
 				assert.Equal(t, want, StringValue(s, flags), "%s", s)
 				assert.Equal(t, want, StringValue(s, Unscanned), "%s", s)
 				assert.Equal(t, want, string(AppendStringValue([]byte("kept"), s, flags)[4:]), "%s", s)
+				v, vend, vflags, _ := StringAt(s, 0, nil)
+				assert.Equal(t, []any{want, end, flags}, []any{v, vend, vflags}, "%s", s)
 			}
 		}
 	}
+}
+
+// FuzzStringAt holds StringAt to String and StringValue: the same end,
+// flags and value, with room of any size to begin with.
+func FuzzStringAt(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\ud83d\ude00"`, `"\ud800"`, `"\ud800\u0041"`, `"\udc00\ud800"`, "\"bad \xff\xfe\\n\"", "\"cut \xe2\x82\\t\"", `"déjà\nvu"`, `"` + strings.Repeat("x", 40) + `\\"`, `"x\n` + strings.Repeat("é", 9) + `\u003c"`, "\"ctl\\n\x01\"", `"open\n`} {
+		f.Add([]byte(s), 0)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, room int) {
+		if len(b) == 0 || b[0] != '"' {
+			return
+		}
+		end, flags := String(b, 0)
+		got, gotEnd, gotFlags, buf := StringAt(b, 0, make([]byte, room%64&^(room>>63)))
+		require.Equal(t, flags, gotFlags, "%q", b)
+		if flags < 0 {
+			return
+		}
+		assert.Equal(t, end, gotEnd, "%q", b)
+		assert.Equal(t, StringValue(b[:end], flags), got, "%q", b)
+		var want string
+		require.NoError(t, json.Unmarshal(b[:end], &want))
+		assert.Equal(t, want, got, "%q", b)
+		// The room is kept for the next string.
+		again, _, _, _ := StringAt(b, 0, buf)
+		assert.Equal(t, got, again, "%q", b)
+	})
 }
