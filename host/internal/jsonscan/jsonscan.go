@@ -222,8 +222,9 @@ func StringAt(b []byte, i int, buf []byte) (s string, end, flags int, _ []byte) 
 		}
 		for {
 			for j+8 <= len(b) {
-				w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
-				binary.LittleEndian.PutUint64(buf[o:], w)
+				word := (*[8]byte)(b[j : j+8])
+				*(*[8]byte)(buf[o : o+8]) = *word
+				w := binary.LittleEndian.Uint64(word[:])
 				if m := special(w); m != 0 {
 					k := uint(bits.TrailingZeros64(m)) &^ 7
 					high |= w & (1<<k - 1)
