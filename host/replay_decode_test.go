@@ -14,12 +14,15 @@ import (
 )
 
 // assertEntryDecodes holds the replay's decoding of one log line to
-// json.Unmarshal's: the same entry, or the same error.
+// json.Unmarshal's: the same entry, or the same error; and the check for
+// text read as U+FFFD, narrowed by what the decode found in the strings,
+// to the check of the whole line.
 func assertEntryDecodes(t *testing.T, line []byte) {
 	t.Helper()
 	var want, got Entry
 	wantErr := json.Unmarshal(line, &want)
-	gotErr := jsondecode.Decode(line, &got)
+	flags, gotErr := jsondecode.DecodeFlags(line, &got)
+	assert.Equal(t, invalidUTF8(line, -1), invalidUTF8(line, flags), "%q (flags %d)", line, flags)
 	if wantErr != nil {
 		require.Error(t, gotErr, "%q", line)
 		assert.Equal(t, wantErr.Error(), gotErr.Error(), "%q", line)
@@ -42,6 +45,8 @@ var entrySeeds = []string{
 	`{"type":"message","message":{"id":"m6","role":"user","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":1.5}}}`,
 	`{"type":"message","message":{"id":"m7","role":"user","content":[{"type":"text","text":"a"}]},"extra":[1,{"a":null}]}`,
 	`{"type":"message","message":{"id":"m8"`,
+	`{"type":"message","message":{"id":"m9","role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"p":"\udc00 caf` + "\xe9" + `"}}]}}`,
+	`{"type":"message","message":{"id":"m10","role":"user","content":[{"type":"text","text":"\ud83d\u0041 \u003c"}],"note":"` + "\xff" + `"}}`,
 }
 
 // The replay decodes every line of the corpus sessions' logs, and lines of

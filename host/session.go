@@ -381,7 +381,7 @@ func (s *Session) writeEntry(e Entry) error {
 	if err != nil {
 		return fmt.Errorf("host: encode %s entry: %w", e.Type, err)
 	}
-	if invalidUTF8(line) >= 0 || bytes.Contains(line, []byte(`\ufffd`)) && encodedReplacement(line) {
+	if invalidUTF8(line, -1) >= 0 || bytes.Contains(line, []byte(`\ufffd`)) && encodedReplacement(line) {
 		return fmt.Errorf("host: %s entry not logged: %w (it would be written as U+FFFD); pass the text as UTF-8", e.Type, ErrInvalidUTF8)
 	}
 	if !s.log.Held() {
@@ -459,9 +459,12 @@ func checkUsage(u *Usage) error {
 
 // invalidUTF8 is the offset in a JSON line of the first byte that is not
 // UTF-8 or of an unpaired \u surrogate escape, or -1. encoding/json would
-// read either as U+FFFD.
-func invalidUTF8(line []byte) int {
-	if !utf8.Valid(line) {
+// read either as U+FFFD. flags are what jsonscan.String found in all the
+// strings of the line, ORed (jsondecode.DecodeFlags), or -1 if unknown:
+// a line of JSON whose strings are ASCII is ASCII, and one without
+// surrogate escapes has no unpaired one.
+func invalidUTF8(line []byte, flags int) int {
+	if (flags < 0 || flags&jsonscan.NonASCII != 0) && !utf8.Valid(line) {
 		for i := 0; i < len(line); {
 			r, n := utf8.DecodeRune(line[i:])
 			if r == utf8.RuneError && n == 1 {
@@ -470,8 +473,8 @@ func invalidUTF8(line []byte) int {
 			i += n
 		}
 	}
-	if !bytes.Contains(line, []byte(`\u`)) {
-		return -1 // no \u escape, so no surrogate
+	if flags >= 0 && flags&jsonscan.Surrogate == 0 || !bytes.Contains(line, []byte(`\u`)) {
+		return -1 // no surrogate escape
 	}
 	for i := 0; i < len(line); i++ {
 		j := bytes.IndexByte(line[i:], '\\')
@@ -844,11 +847,15 @@ func (e *Engine) sessionError(op string, err error) error {
 // replayLine applies one log line: while a session loads, and for lines
 // other writers appended, before each write.
 func (s *Session) replayLine(line []byte, lineno int) error {
-	if at := invalidUTF8(line); at >= 0 {
+	// The decode says what the line's strings hold, so the check for
+	// what it would have read as U+FFFD reads only lines that may hold it
+	// (and lines it could not decode, whose error comes second).
+	var ent Entry
+	flags, err := jsondecode.DecodeFlags(line, &ent)
+	if at := invalidUTF8(line, flags); at >= 0 {
 		return fmt.Errorf("%w: %w at byte %d of the line; JSON decoding would turn it into U+FFFD, so nothing was read (fix or remove the line)", ErrBadEntry, ErrInvalidUTF8, at+1)
 	}
-	var ent Entry
-	if err := jsondecode.Decode(line, &ent); err != nil {
+	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadEntry, err)
 	}
 	switch ent.Type {

@@ -392,6 +392,11 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 		"lone high escape":  `{"type":"message","message":{"id":"m2","role":"user","content":[{"type":"text","text":"x\ud83d"}]}}`,
 		"lone low escape":   `{"type":"message","message":{"id":"m2","role":"user","content":[{"type":"text","text":"\uDE00y"}]}}`,
 		"high without pair": `{"type":"message","message":{"id":"m2","role":"user","content":[{"type":"text","text":"\ud83d\u0041"}]}}`,
+		// In members the replay passes over or keeps as they are.
+		"bad byte in an input":             `{"type":"message","message":{"id":"m2","role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"p":"` + "\xff" + `"}}]}}`,
+		"lone escape in an input":          `{"type":"message","message":{"id":"m2","role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"p":"\udc00"}}]}}`,
+		"lone escape in an unknown member": `{"type":"message","message":{"id":"m2","role":"user","content":[{"type":"text","text":"x"}],"note":["\ud83d"]}}`,
+		"bad byte in a key":                `{"type":"message","message":{"id":"m2","role":"user","content":[{"type":"text","text":"x"}],"n` + "\xe9" + `":1}}`,
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".jsonl")
 		require.NoError(t, os.WriteFile(path, []byte(good+line+"\n"), 0o644))

@@ -23,6 +23,14 @@ import (
 // jsonscan, eight string bytes at a time, and hands encoding/json only
 // what it does not handle itself; the result, errors included, is what
 // json.Unmarshal gives (any doubt sends the whole value to json.Unmarshal).
+//
+// The text is checked as it is decoded, in one pass: each string a field
+// keeps is checked by jsonscan.String and decoded with what String found
+// in it, and each value no field keeps is checked by jsonscan's scanner. A
+// first pass checking the whole value would read every string twice more
+// (once to check it, once to find its end again). A value that turns out
+// not to be JSON half-way has set some fields already: Decode zeroes the
+// value and leaves it to json.Unmarshal, as for any other doubt.
 
 // errUndecided sends a value to json.Unmarshal.
 var errUndecided = errors.New("jsondecode: undecided")
@@ -46,39 +54,53 @@ func (r *BorrowedRaw) UnmarshalJSON(b []byte) error {
 
 // Decode is json.Unmarshal(data, v) for v a pointer to a zero value.
 func Decode(data []byte, v any) error {
-	if selfDecoding(v) {
-		return json.Unmarshal(data, v)
-	}
-	rv := reflect.ValueOf(v)
-	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
-		if err := decodeValue(data, rv.Elem(), unchecked); err == nil {
-			return nil
-		}
-		rv.Elem().SetZero()
-	}
-	return json.Unmarshal(data, v)
+	_, err := decode(data, v, false)
+	return err
+}
+
+// DecodeFlags is Decode, also returning what jsonscan.String found in the
+// strings of data (keys, values kept and values passed over), ORed, or -1
+// when json.Unmarshal decoded data, which does not tell.
+func DecodeFlags(data []byte, v any) (flags int, err error) {
+	return decode(data, v, false)
 }
 
 // DecodeChecked is Decode for data a scan has checked already: a
-// json.RawMessage member of a decoded record. Objects and arrays in it are
-// crossed without checking them again (jsonscan.Skip).
+// json.RawMessage member of a decoded record. Objects and arrays no field
+// keeps are crossed without checking them again (jsonscan.Skip), and
+// strings a quote at a time (jsonscan.Unscanned).
 func DecodeChecked(data []byte, v any) error {
+	_, err := decode(data, v, true)
+	return err
+}
+
+func decode(data []byte, v any, checked bool) (int, error) {
 	if selfDecoding(v) {
-		return json.Unmarshal(data, v)
-	}
-	flags := 0
-	if t := TrimWS(data); len(t) > 0 && t[0] == '"' {
-		flags = jsonscan.Unscanned
+		return -1, json.Unmarshal(data, v)
 	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
-		if err := decodeValue(data, rv.Elem(), flags); err == nil {
-			return nil
+		room := rooms.Get().(*[]byte)
+		d := decoder{checked: checked, room: *room}
+		end, err := d.value(data, jsonscan.SkipWS(data, 0), rv.Elem(), 1)
+		*room = nil
+		if cap(d.room) <= maxRoom {
+			*room = d.room
+		}
+		rooms.Put(room)
+		if err == nil && jsonscan.SkipWS(data, end) == len(data) {
+			return d.flags, nil
 		}
 		rv.Elem().SetZero()
 	}
-	return json.Unmarshal(data, v)
+	return -1, json.Unmarshal(data, v)
 }
+
+// rooms hold the room jsonscan.StringAt decodes strings with escapes in,
+// up to maxRoom bytes, for the next record.
+var rooms = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxRoom = 1 << 20
 
 // DecodeString is json.Unmarshal(data, &s) for a string.
 func DecodeString(data []byte, s *string) error {
@@ -89,152 +111,210 @@ func DecodeString(data []byte, s *string) error {
 	return json.Unmarshal(data, s)
 }
 
-// unchecked says decodeValue's data has not been checked; other values
-// are jsonscan.String's flags of a checked string, or 0 for a checked
-// value of another kind.
-const unchecked = -2
+// decoder decodes one value of JSON text.
+type decoder struct {
+	// checked says the text was checked already (DecodeChecked).
+	checked bool
+	// flags are what String found in the strings checked so far, ORed.
+	flags int
+	// room is jsonscan.StringAt's.
+	room []byte
+}
 
-// decodeValue decodes the JSON value that is all of data (white space
-// around it allowed) into v, or returns errUndecided.
-func decodeValue(data []byte, v reflect.Value, flags int) error {
-	data = TrimWS(data)
-	if len(data) == 0 {
-		return errUndecided
+// value decodes the JSON value at data[i] into v and returns the offset
+// past it, or errUndecided (or json.Unmarshal's error for a part it
+// decoded). depth bounds the nesting it follows.
+func (d *decoder) value(data []byte, i int, v reflect.Value, depth int) (int, error) {
+	if i >= len(data) || depth > jsonscan.MaxDepth {
+		return 0, errUndecided
 	}
-	if string(data) == "null" {
+	if data[i] == 'n' {
+		if len(data)-i < 4 || string(data[i:i+4]) != "null" {
+			return 0, errUndecided
+		}
 		switch v.Kind() {
 		case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Struct:
-			return nil
+			return i + 4, nil
 		case reflect.Pointer:
 			v.SetZero()
-			return nil
+			return i + 4, nil
 		case reflect.Slice:
 			if v.Type() != rawMessageType && v.Type() != borrowedRawType {
 				v.SetZero()
-				return nil
+				return i + 4, nil
 			}
 		}
-		return errUndecided
+		return 0, errUndecided
 	}
 	switch v.Kind() {
 	case reflect.String:
-		if flags == unchecked || data[0] != '"' {
-			s, ok := jsonscan.DecodeString(data)
-			if !ok {
-				return errUndecided
-			}
-			v.SetString(s)
-			return nil
+		if data[i] != '"' {
+			return 0, errUndecided
 		}
-		v.SetString(jsonscan.StringValue(data, flags))
-		return nil
+		if d.checked {
+			end := jsonscan.Skip(data, i)
+			v.SetString(jsonscan.StringValue(data[i:end], jsonscan.Unscanned))
+			return end, nil
+		}
+		str, end, flags, room := jsonscan.StringAt(data, i, d.room)
+		d.room = room
+		if flags < 0 {
+			return 0, errUndecided
+		}
+		d.flags |= flags
+		v.SetString(str)
+		return end, nil
 	case reflect.Bool:
-		switch string(data) {
-		case "true":
+		switch {
+		case len(data)-i >= 4 && string(data[i:i+4]) == "true":
 			v.SetBool(true)
-		case "false":
+			return i + 4, nil
+		case len(data)-i >= 5 && string(data[i:i+5]) == "false":
 			v.SetBool(false)
-		default:
-			return errUndecided
+			return i + 5, nil
 		}
-		return nil
+		return 0, errUndecided
 	case reflect.Int, reflect.Int64:
-		n, err := strconv.ParseInt(string(data), 10, v.Type().Bits())
-		if err != nil || n == 0 && data[0] == '-' {
-			return errUndecided
+		end, err := d.skip(data, i)
+		if err != nil {
+			return 0, err
+		}
+		n, perr := strconv.ParseInt(string(data[i:end]), 10, v.Type().Bits())
+		if perr != nil || n == 0 && data[i] == '-' {
+			return 0, errUndecided
 		}
 		v.SetInt(n)
-		return nil
+		return end, nil
 	case reflect.Pointer:
 		if v.IsNil() {
 			v.Set(reflect.New(v.Type().Elem()))
 		}
-		return decodeValue(data, v.Elem(), flags)
+		return d.value(data, i, v.Elem(), depth)
 	case reflect.Slice:
 		if t := v.Type(); t == rawMessageType || t == borrowedRawType {
-			if flags == unchecked {
-				if end, st := (jsonscan.Scanner{}).Value(data, 0); st != jsonscan.OK || end != len(data) {
-					return errUndecided
-				}
+			end, err := d.skip(data, i)
+			if err != nil {
+				return 0, err
 			}
+			raw := data[i:end]
 			if t == rawMessageType {
-				data = append([]byte(nil), data...)
+				raw = append([]byte(nil), raw...)
 			}
-			v.SetBytes(data)
-			return nil
+			v.SetBytes(raw)
+			return end, nil
 		}
-		if v.Type().Elem().Kind() == reflect.Struct && data[0] == '[' {
-			return decodeSlice(data, v, flags != unchecked)
+		if v.Type().Elem().Kind() == reflect.Struct && data[i] == '[' {
+			return d.slice(data, i, v, depth)
 		}
 	case reflect.Struct:
-		if data[0] == '{' {
-			return decodeStruct(data, v, flags != unchecked)
+		if info := structInfoOf(v.Type()); info != nil && data[i] == '{' {
+			return d.object(data, i, v, info, depth)
 		}
 	}
-	return json.Unmarshal(data, v.Addr().Interface())
+	// Anything else (numbers of other kinds, maps, interfaces, base64
+	// bytes, types with their own UnmarshalJSON) is encoding/json's, on
+	// the value alone: it decodes a valid value the same out of its
+	// record as in it.
+	end, err := d.skip(data, i)
+	if err != nil {
+		return 0, err
+	}
+	return end, json.Unmarshal(data[i:end], v.Addr().Interface())
 }
 
-// decodeSlice decodes an array of structs; checked says the array was
-// checked already, as a member of the object it is in.
-func decodeSlice(data []byte, v reflect.Value, checked bool) error {
-	if !checked && (jsonscan.Scanner{}).Valid(data) != jsonscan.OK {
-		return errUndecided
+// skip returns the offset past the value at data[i], which no field
+// keeps, checking it unless the text was checked.
+func (d *decoder) skip(data []byte, i int) (int, error) {
+	if d.checked {
+		return jsonscan.Skip(data, i), nil
 	}
+	end, flags, st := jsonscan.Scanner{}.ValueFlags(data, i)
+	if st != jsonscan.OK {
+		return 0, errUndecided
+	}
+	d.flags |= flags
+	return end, nil
+}
+
+// slice decodes the array at data[i] into v, a slice of structs.
+func (d *decoder) slice(data []byte, i int, v reflect.Value, depth int) (int, error) {
 	v.SetLen(0)
-	i := jsonscan.SkipWS(data, 1)
-	for n := 0; data[i] != ']'; n++ {
-		end := jsonscan.Skip(data, i) // checked by now
+	i = jsonscan.SkipWS(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		if v.IsNil() {
+			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+		}
+		return i + 1, nil
+	}
+	for n := 0; ; n++ {
 		v.Grow(1)
 		v.SetLen(n + 1)
-		flags := 0
-		if data[i] == '"' {
-			flags = jsonscan.Unscanned // checked by now
-		}
-		if err := decodeValue(data[i:end], v.Index(n), flags); err != nil {
-			return err
+		end, err := d.value(data, i, v.Index(n), depth+1)
+		if err != nil {
+			return 0, err
 		}
 		i = jsonscan.SkipWS(data, end)
-		if data[i] == ',' {
-			i = jsonscan.SkipWS(data, i+1)
+		if i >= len(data) {
+			return 0, errUndecided
 		}
+		if data[i] == ']' {
+			return i + 1, nil
+		}
+		if data[i] != ',' {
+			return 0, errUndecided
+		}
+		i = jsonscan.SkipWS(data, i+1)
 	}
-	if v.IsNil() {
-		v.Set(reflect.MakeSlice(v.Type(), 0, 0))
-	}
-	return nil
 }
 
-// decodeStruct decodes an object into a struct, member by member; checked
-// says the object was checked already, as a member of the one it is in.
-func decodeStruct(data []byte, v reflect.Value, checked bool) error {
-	info := structInfoOf(v.Type())
-	if info == nil {
-		return errUndecided
+// object decodes the object at data[i] into v, a struct described by
+// info, member by member.
+func (d *decoder) object(data []byte, i int, v reflect.Value, info *structInfo, depth int) (int, error) {
+	i = jsonscan.SkipWS(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return i + 1, nil
 	}
-	var buf [24]jsonscan.Member
-	members, st := jsonscan.Scanner{Checked: checked}.Members(data, buf[:0])
-	if st != jsonscan.OK {
-		return errUndecided
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return 0, errUndecided
+		}
+		kend, kflags := jsonscan.String(data, i)
+		if kflags != 0 {
+			return 0, errUndecided // invalid, escaped or non-ASCII: encoding/json folds it
+		}
+		key := data[i+1 : kend-1]
+		j := jsonscan.SkipWS(data, kend)
+		if j >= len(data) || data[j] != ':' {
+			return 0, errUndecided
+		}
+		j = jsonscan.SkipWS(data, j+1)
+		var end int
+		var err error
+		if fi, ok := info.byName[string(key)]; ok {
+			end, err = d.value(data, j, v.FieldByIndex(fi), depth+1)
+		} else if _, folds := info.folded[strings.ToLower(string(key))]; folds {
+			return 0, errUndecided // encoding/json matches keys without case
+		} else {
+			end, err = d.skip(data, j)
+		}
+		if err != nil {
+			return 0, err
+		}
+		i = jsonscan.SkipWS(data, end)
+		if i >= len(data) {
+			return 0, errUndecided
+		}
+		if data[i] == '}' {
+			return i + 1, nil
+		}
+		if data[i] != ',' {
+			return 0, errUndecided
+		}
+		i = jsonscan.SkipWS(data, i+1)
 	}
-	for _, m := range members {
-		if m.KeyFlags != 0 {
-			return errUndecided // escaped or non-ASCII: encoding/json folds it
-		}
-		fi, ok := info.byName[string(m.Key)]
-		if !ok {
-			if _, folds := info.folded[strings.ToLower(string(m.Key))]; folds {
-				return errUndecided // encoding/json matches keys without case
-			}
-			continue
-		}
-		if err := decodeValue(data[m.Start:m.End], v.FieldByIndex(fi), max(m.ValFlags, 0)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
-// structInfo is how decodeStruct finds a struct's fields.
+// structInfo is how object finds a struct's fields.
 type structInfo struct {
 	byName map[string][]int    // JSON name -> field index path (embedded structs promote theirs)
 	folded map[string]struct{} // lower-case JSON names
@@ -242,7 +322,7 @@ type structInfo struct {
 
 var structInfos sync.Map // reflect.Type -> *structInfo (nil: not handled)
 
-// structInfoOf describes t, or returns nil for a struct decodeStruct leaves
+// structInfoOf describes t, or returns nil for a struct object leaves
 // to encoding/json: embedded pointers or tagged embedded structs, the
 // ",string" option, names alike but for case (encoding/json's rules for
 // those are its own), and types with their own UnmarshalJSON, in t or in
@@ -300,7 +380,7 @@ func (info *structInfo) add(t reflect.Type, prefix []int) bool {
 }
 
 // selfDecoding reports whether v has its own UnmarshalJSON, beyond those
-// of the raw messages decodeValue copies or borrows itself.
+// of the raw messages value copies or borrows itself.
 func selfDecoding(v any) bool {
 	switch v.(type) {
 	case *json.RawMessage, *BorrowedRaw:

@@ -59,6 +59,7 @@ const (
 	Escape        = 1 << iota // a backslash escape
 	NonASCII                  // a byte of a multi-byte (or invalid) UTF-8 sequence
 	UnicodeEscape             // a \u escape (with Escape): the only escape that can spell a newline or a letter
+	Surrogate                 // a \u escape of a UTF-16 surrogate (with UnicodeEscape), paired or not
 	// Unscanned: String did not look (a checked Members crosses string
 	// values a quote at a time); the string may hold anything above.
 	Unscanned
@@ -117,14 +118,13 @@ func String(b []byte, i int) (end, flags int) {
 			}
 			switch b[j] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if j+4 >= len(b) || Hex4(b[j+1:]) < 0 {
+			default:
+				_, n, eflags := escape(b, j-1)
+				if n == 0 {
 					return 0, -1
 				}
-				flags |= UnicodeEscape
-				j += 4
-			default:
-				return 0, -1
+				flags |= eflags
+				j += n - 2
 			}
 		case c < 0x20:
 			return 0, -1
@@ -143,6 +143,122 @@ func DecodeString(s []byte) (string, bool) {
 		return "", false
 	}
 	return StringValue(s, flags), true
+}
+
+// StringAt checks the JSON string at b[i] == '"' as String does and
+// decodes it in the same pass: its value, the offset past it and String's
+// flags (-1 for an invalid string, with no value). buf is room for the
+// value of a string with escapes, grown as needed and returned for the
+// next call.
+//
+// It is String's loop, storing each word it reads once an escape has been
+// met. Tool outputs and file contents have an escape every line or so (a
+// \n), so decoding after String read them again escape by escape, with a
+// call to find each and another to copy the run before it; here the runs
+// are copied as they are checked and the value is copied once more, whole,
+// into its string.
+func StringAt(b []byte, i int, buf []byte) (s string, end, flags int, _ []byte) {
+	var high uint64
+	j := i + 1
+	// Up to the first escape, as String reads: nothing to copy yet.
+	for {
+		for j+8 <= len(b) {
+			w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
+			if m := special(w); m != 0 {
+				k := uint(bits.TrailingZeros64(m)) &^ 7
+				high |= w & (1<<k - 1)
+				j += int(k >> 3)
+				break
+			}
+			high |= w
+			j += 8
+		}
+		if j >= len(b) {
+			return "", 0, -1, buf
+		}
+		c := b[j]
+		if c == '"' {
+			if high&msb != 0 {
+				flags = NonASCII
+			}
+			return StringValue(b[i:j+1], flags), j + 1, flags, buf
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", 0, -1, buf
+		}
+		high |= uint64(c) // a byte that is not ASCII, within the last eight
+		j++
+	}
+	// From the first escape on, copying into buf: the value is never
+	// longer than the rest of b, and a word stored whole past what is
+	// kept needs eight bytes more.
+	if need := len(b) - i + 8; cap(buf) < need {
+		buf = make([]byte, need)
+	}
+	buf = buf[:cap(buf)]
+	o := copy(buf, b[i+1:j])
+	flags = Escape
+	for {
+		// b[j] is a backslash.
+		if j+1 < len(b) && b[j+1] == 'n' { // the most common escape, a line of a command or a file
+			buf[o] = '\n'
+			o, j = o+1, j+2
+		} else {
+			r, n, eflags := escape(b, j)
+			if n == 0 {
+				return "", 0, -1, buf
+			}
+			flags |= eflags
+			if r < utf8.RuneSelf {
+				buf[o] = byte(r)
+				o++
+			} else {
+				o += utf8.EncodeRune(buf[o:], r)
+			}
+			j += n
+		}
+		for {
+			for j+8 <= len(b) {
+				word := (*[8]byte)(b[j : j+8])
+				*(*[8]byte)(buf[o : o+8]) = *word
+				w := binary.LittleEndian.Uint64(word[:])
+				if m := special(w); m != 0 {
+					k := uint(bits.TrailingZeros64(m)) &^ 7
+					high |= w & (1<<k - 1)
+					j, o = j+int(k>>3), o+int(k>>3)
+					break
+				}
+				high |= w
+				j, o = j+8, o+8
+			}
+			if j >= len(b) {
+				return "", 0, -1, buf
+			}
+			c := b[j]
+			if c == '"' {
+				if high&msb != 0 {
+					flags |= NonASCII
+					if !utf8.Valid(buf[:o]) {
+						// Bytes that are not UTF-8 are read as U+FFFD each.
+						return string(appendUnquote(nil, b[i+1:j], false)), j + 1, flags, buf
+					}
+				}
+				return string(buf[:o]), j + 1, flags, buf
+			}
+			if c == '\\' {
+				break
+			}
+			if c < 0x20 {
+				return "", 0, -1, buf
+			}
+			buf[o] = c
+			high |= uint64(c)
+			o, j = o+1, j+1
+		}
+	}
 }
 
 // StringValue decodes the valid JSON string s (quotes included), in which
@@ -217,7 +333,7 @@ func appendUnquote(out, s []byte, ascii bool) []byte {
 			i += 2
 			continue
 		}
-		r, n := unescape(s[i:])
+		r, n, _ := escape(s, i)
 		if r < utf8.RuneSelf {
 			out = append(out, byte(r))
 		} else {
@@ -228,37 +344,44 @@ func appendUnquote(out, s []byte, ascii bool) []byte {
 	return out
 }
 
-// unescape decodes the escape s starts with, valid as String checked it:
-// the rune and the bytes read. A \u escape of a surrogate takes the
-// escape after it when the two make a pair, and is U+FFFD when they do
-// not.
-func unescape(s []byte) (rune, int) {
-	switch s[1] {
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	case 'n':
-		return '\n', 2
-	case 'r':
-		return '\r', 2
-	case 't':
-		return '\t', 2
-	case 'u':
-		r := rune(Hex4(s[2:]))
-		if !utf16.IsSurrogate(r) {
-			return r, 6
-		}
-		r2 := rune(-1)
-		if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
-			r2 = rune(Hex4(s[8:]))
-		}
-		if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-			return d, 12
-		}
-		return utf8.RuneError, 6
+// escape reads the escape at b[j] == '\\': its value, its length and
+// String's flags for it; n is 0 for an escape that is not valid. A \u
+// escape of a surrogate takes the escape after it when the two make a
+// pair (n is 12), and is U+FFFD when they do not, as encoding/json reads
+// it.
+func escape(b []byte, j int) (r rune, n, flags int) {
+	if j+1 >= len(b) {
+		return 0, 0, 0
 	}
-	return rune(s[1]), 2 // ", \ and /
+	switch c := b[j+1]; c {
+	case '"', '\\', '/':
+		return rune(c), 2, Escape
+	case 'b':
+		return '\b', 2, Escape
+	case 'f':
+		return '\f', 2, Escape
+	case 'n':
+		return '\n', 2, Escape
+	case 'r':
+		return '\r', 2, Escape
+	case 't':
+		return '\t', 2, Escape
+	case 'u':
+		h := Hex4(b[j+2:])
+		if h < 0 {
+			return 0, 0, 0
+		}
+		if !utf16.IsSurrogate(rune(h)) {
+			return rune(h), 6, Escape | UnicodeEscape
+		}
+		if j+12 <= len(b) && b[j+6] == '\\' && b[j+7] == 'u' {
+			if d := utf16.DecodeRune(rune(h), rune(Hex4(b[j+8:]))); d != utf8.RuneError {
+				return d, 12, Escape | UnicodeEscape | Surrogate
+			}
+		}
+		return utf8.RuneError, 6, Escape | UnicodeEscape | Surrogate
+	}
+	return 0, 0, 0
 }
 
 // Hex4 is the value of the four hex digits b starts with, or -1.
@@ -298,22 +421,31 @@ func (sc Scanner) Valid(b []byte) Status {
 
 // Value returns the offset past the JSON value at b[i] and whether it is
 // valid.
-func (sc Scanner) Value(b []byte, i int) (int, Status) { return sc.value(b, i, 1) }
+func (sc Scanner) Value(b []byte, i int) (int, Status) {
+	end, _, st := sc.value(b, i, 1)
+	return end, st
+}
 
-func (sc Scanner) value(b []byte, i, depth int) (int, Status) {
+// ValueFlags is Value, also returning what String found in the strings of
+// the value (keys included), ORed.
+func (sc Scanner) ValueFlags(b []byte, i int) (end, flags int, st Status) {
+	return sc.value(b, i, 1)
+}
+
+func (sc Scanner) value(b []byte, i, depth int) (end, flags int, st Status) {
 	if i >= len(b) {
-		return 0, Bad
+		return 0, 0, Bad
 	}
 	switch c := b[i]; {
 	case c == '"':
 		end, flags := String(b, i)
 		if flags < 0 {
-			return 0, Bad
+			return 0, 0, Bad
 		}
-		return end, OK
+		return end, flags, OK
 	case c == '{' || c == '[':
 		if depth > MaxDepth {
-			return 0, Undecided
+			return 0, 0, Undecided
 		}
 		closing := byte('}')
 		if c == '[' {
@@ -321,48 +453,53 @@ func (sc Scanner) value(b []byte, i, depth int) (int, Status) {
 		}
 		i = SkipWS(b, i+1)
 		if i < len(b) && b[i] == closing {
-			return i + 1, OK
+			return i + 1, 0, OK
 		}
 		for {
 			if c == '{' {
 				if i >= len(b) || b[i] != '"' {
-					return 0, Bad
+					return 0, 0, Bad
 				}
-				end, flags := String(b, i)
-				if flags < 0 {
-					return 0, Bad
+				end, kflags := String(b, i)
+				if kflags < 0 {
+					return 0, 0, Bad
 				}
+				flags |= kflags
 				i = SkipWS(b, end)
 				if i >= len(b) || b[i] != ':' {
-					return 0, Bad
+					return 0, 0, Bad
 				}
 				i = SkipWS(b, i+1)
 			}
-			end, st := sc.value(b, i, depth+1)
+			end, vflags, st := sc.value(b, i, depth+1)
 			if st != OK {
-				return 0, st
+				return 0, 0, st
 			}
+			flags |= vflags
 			i = SkipWS(b, end)
 			if i >= len(b) {
-				return 0, Bad
+				return 0, 0, Bad
 			}
 			if b[i] == closing {
-				return i + 1, OK
+				return i + 1, flags, OK
 			}
 			if b[i] != ',' {
-				return 0, Bad
+				return 0, 0, Bad
 			}
 			i = SkipWS(b, i+1)
 		}
-	case c == 't':
-		return literal(b, i, "true")
-	case c == 'f':
-		return literal(b, i, "false")
-	case c == 'n':
-		return literal(b, i, "null")
-	default:
-		return sc.number(b, i)
 	}
+	switch b[i] {
+	case 't':
+		end, st = literal(b, i, "true")
+	case 'f':
+		end, st = literal(b, i, "false")
+	case 'n':
+		end, st = literal(b, i, "null")
+	default:
+		end, st = sc.number(b, i)
+	}
+	return end, 0, st
 }
 
 func literal(b []byte, i int, lit string) (int, Status) {
@@ -473,7 +610,7 @@ func (sc Scanner) Members(b []byte, out []Member) ([]Member, Status) {
 		} else if sc.Checked {
 			m.End = Skip(b, j)
 		} else {
-			m.End, st = sc.value(b, j, 2)
+			m.End, _, st = sc.value(b, j, 2)
 		}
 		if st != OK {
 			return out, st
