@@ -287,7 +287,7 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 		summary, offline, err = e.summarizePlan(ctx, s, svc, name, p, opts.Focus)
 		if err == nil {
 			summary = e.verifySummary(summary, p)
-			if opts.RecallHint {
+			if opts.RecallHint || e.cfg.RecallHint {
 				summary = recall.WithHint(summary)
 			}
 			err = e.checkShrinks(name, summary, p)

@@ -784,6 +784,7 @@ func (x *exchange) put(ctx context.Context, rec *store.Record) error {
 		x.p.m.storeErrors.Inc()
 		x.log.Warn("the compaction could not be stored; later requests will compact again", "err", err)
 	}
+	x.keepOriginals(ctx, rec)
 	return nil
 }
 

@@ -1,0 +1,255 @@
+package recallmcp
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/recall"
+	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/recallstore"
+)
+
+// Reload bounds of a StoreSource.
+const (
+	// DefaultMaxAge is how long a StoreSource answers from an index it
+	// read before it reads the store again.
+	DefaultMaxAge = 2 * time.Second
+	// minReload is the least time between two reads of one conversation
+	// that a marker the index lacks can force: a caller that sends
+	// unknown markers in a loop costs a read per conversation this often.
+	minReload = 250 * time.Millisecond
+)
+
+// StoreSource is the originals the compact-host proxy kept in its store
+// (package recallstore): of one conversation, or of every recent
+// conversation of one tenant, where a marker finds its own conversation
+// (markers are keyed per conversation, so a marker resolves in its own
+// only). It is safe for concurrent use.
+type StoreSource struct {
+	Sessions store.Sessions
+	// Conversation, when set, is the one conversation answered for.
+	Conversation string
+	// Tenant, when set, is the tenant answered for: with Conversation,
+	// the conversation must be this tenant's; without, every recent
+	// conversation of the tenant is.
+	Tenant string
+	// MaxAge is how long an index read from the store is used;
+	// DefaultMaxAge when 0.
+	MaxAge time.Duration
+
+	mu     sync.Mutex
+	loaded map[string]*loadedIndex
+	list   []string
+	listAt time.Time
+}
+
+type loadedIndex struct {
+	x  *recall.Index
+	at time.Time
+}
+
+// errNoOriginals: nothing kept for the conversation (never compacted by
+// the proxy, or expired). The model reads it.
+var errNoOriginals = errors.New("no originals are kept for this conversation (none were folded yet, or they expired from the store)")
+
+// errForeign: the conversation named is another tenant's. It reads as if
+// the conversation did not exist, so it tells nothing about it.
+var errForeign = errNoOriginals
+
+// Index is the index of the conversation, or of the tenant's newest one.
+func (s *StoreSource) Index(ctx context.Context) (*recall.Index, error) {
+	convs, err := s.conversations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.index(ctx, convs[0], s.maxAge())
+}
+
+// IndexFor is the index of the conversation whose originals hold ref:
+// each candidate conversation is tried, newest first, from the indexes
+// read last, then once more from the store.
+func (s *StoreSource) IndexFor(ctx context.Context, ref string) (*recall.Index, error) {
+	if !abi.ValidRef(ref) {
+		return nil, recall.ErrBadRef
+	}
+	convs, err := s.conversations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, age := range []time.Duration{s.maxAge(), minReload} {
+		var first *recall.Index
+		for _, c := range convs {
+			x, err := s.index(ctx, c, age)
+			if err != nil {
+				if len(convs) == 1 {
+					return nil, err
+				}
+				continue // an expired conversation of the tenant's list
+			}
+			if first == nil {
+				first = x
+			}
+			if _, err := x.Recall(ref, 1); !errors.Is(err, recall.ErrUnknownRef) {
+				return x, nil
+			}
+		}
+		if age == minReload && first != nil {
+			return first, nil // its Recall says the marker is unknown
+		}
+	}
+	return nil, recall.ErrUnknownRef
+}
+
+// Search searches every conversation answered for and keeps the best
+// hits: the most matches first, then the newest conversation's.
+func (s *StoreSource) Search(ctx context.Context, q recall.Query) ([]recall.Hit, error) {
+	convs, err := s.conversations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var all []recall.Hit
+	for _, c := range convs {
+		x, err := s.index(ctx, c, s.maxAge())
+		if err != nil {
+			if len(convs) == 1 {
+				return nil, err
+			}
+			continue
+		}
+		hits, err := x.Search(q)
+		if err != nil {
+			return nil, err // the query's own fault: the same for every index
+		}
+		all = append(all, hits...)
+	}
+	// Stable: hits of newer conversations stay ahead of older ones with
+	// as many matches.
+	slices.SortStableFunc(all, func(a, b recall.Hit) int { return cmp.Compare(b.Matches, a.Matches) })
+	limit := q.Limit
+	if limit <= 0 {
+		limit = recall.DefaultHits
+	}
+	return all[:min(len(all), limit, recall.MaxHits)], nil
+}
+
+func (s *StoreSource) maxAge() time.Duration {
+	if s.MaxAge > 0 {
+		return s.MaxAge
+	}
+	return DefaultMaxAge
+}
+
+// conversations are the conversations answered for, newest first; never
+// empty without an error.
+func (s *StoreSource) conversations(ctx context.Context) ([]string, error) {
+	if s.Conversation != "" {
+		if err := recallstore.CheckConversation(s.Conversation); err != nil {
+			return nil, err
+		}
+		return []string{s.Conversation}, nil
+	}
+	if s.Tenant == "" {
+		return nil, errors.New("the server names no conversation and no tenant")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.list == nil || time.Since(s.listAt) > s.maxAge() {
+		list, err := recallstore.Conversations(ctx, s.Sessions, s.Tenant)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		s.list, s.listAt = list, time.Now()
+	}
+	if len(s.list) == 0 {
+		return nil, errors.New("no originals are kept for this credential yet: the proxy keeps them when it compacts a conversation")
+	}
+	return s.list, nil
+}
+
+// index is conv's index, read again when older than age.
+func (s *StoreSource) index(ctx context.Context, conv string, age time.Duration) (*recall.Index, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.loaded[conv]; l != nil && time.Since(l.at) <= age {
+		return l.x, nil
+	}
+	o, err := recallstore.Load(ctx, s.Sessions, conv)
+	if err != nil {
+		if l := s.loaded[conv]; l != nil && !errors.Is(err, store.ErrNotFound) {
+			return l.x, nil // the store is down: what was read still holds
+		}
+		return nil, storeError(err)
+	}
+	if s.Tenant != "" && o.Tenant != s.Tenant {
+		return nil, errForeign
+	}
+	if len(o.Keys) == 0 {
+		return nil, ErrNoConversation
+	}
+	if s.loaded == nil {
+		s.loaded = map[string]*loadedIndex{}
+	}
+	if len(s.loaded) >= recallstore.MaxTenantConversations*2 {
+		clear(s.loaded)
+	}
+	x := o.Index()
+	s.loaded[conv] = &loadedIndex{x: x, at: time.Now()}
+	return x, nil
+}
+
+// storeError is what the model reads of a store's failure: what to do,
+// never where the store is.
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errNoOriginals
+	case errors.Is(err, recallstore.ErrBadConversation):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return errors.New("the store that keeps the originals cannot be read now; try again later")
+}
+
+// RefSource is a Source that holds several conversations: it finds the
+// one a marker belongs to.
+type RefSource interface {
+	Source
+	IndexFor(ctx context.Context, ref string) (*recall.Index, error)
+}
+
+// Searcher is a Source that searches several conversations itself.
+type Searcher interface {
+	Source
+	Search(ctx context.Context, q recall.Query) ([]recall.Hit, error)
+}
+
+// indexFor is the index to recall ref from.
+func indexFor(ctx context.Context, src Source, ref string) (*recall.Index, error) {
+	if rs, ok := src.(RefSource); ok {
+		return rs.IndexFor(ctx, ref)
+	}
+	return src.Index(ctx)
+}
+
+// search runs q over src.
+func search(ctx context.Context, src Source, q recall.Query) ([]recall.Hit, error) {
+	if ss, ok := src.(Searcher); ok {
+		return ss.Search(ctx, q)
+	}
+	x, err := src.Index(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return x.Search(q)
+}
+
+var (
+	_ RefSource = (*StoreSource)(nil)
+	_ Searcher  = (*StoreSource)(nil)
+)
