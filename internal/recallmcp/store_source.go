@@ -16,9 +16,14 @@ import (
 
 // Reload bounds of a StoreSource.
 const (
-	// DefaultMaxAge is how long a StoreSource answers from an index it
-	// read before it reads the store again.
-	DefaultMaxAge = 2 * time.Second
+	// DefaultMaxAge is how long a StoreSource answers a marker from an
+	// index it read before it reads the store again. Originals are only
+	// ever added to, so what an index holds stays true; a marker it lacks
+	// makes it read the store again at once (at most every minReload).
+	DefaultMaxAge = time.Minute
+	// searchAge is how long a search uses an index it read: it must see
+	// what the proxy kept since.
+	searchAge = 2 * time.Second
 	// minReload is the least time between two reads of one conversation
 	// that a marker the index lacks can force: a caller that sends
 	// unknown markers in a loop costs a read per conversation this often.
@@ -114,7 +119,7 @@ func (s *StoreSource) Search(ctx context.Context, q recall.Query) ([]recall.Hit,
 	}
 	var all []recall.Hit
 	for _, c := range convs {
-		x, err := s.index(ctx, c, s.maxAge())
+		x, err := s.index(ctx, c, min(s.maxAge(), searchAge))
 		if err != nil {
 			if len(convs) == 1 {
 				return nil, err
