@@ -247,16 +247,8 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		return usageError{fmt.Errorf("--cold-share %g: want a share above 0, at most 1", o.coldShare)}
 	}
 	hc.Policy, hc.ColdShare, hc.CacheTTL = o.policy, o.coldShare, o.cacheTTL
-	switch o.recallHint {
-	case "auto":
-		hc.RecallHint = o.mcp
-	case "on", "off":
-		hc.RecallHint = o.recallHint == "on"
-	default:
-		return usageError{fmt.Errorf("--recall-hint %q: want auto (on with --mcp), on or off", o.recallHint)}
-	}
-	if o.mcp && !o.keepOriginals {
-		return usageError{errors.New("--mcp serves the originals --keep-originals keeps: drop --keep-originals=false")}
+	if hc.RecallHint, err = o.recallHintOn(); err != nil {
+		return err
 	}
 	if o.engine.model == "" && a.cfg.Model == "" {
 		hc.Model = "" // each request's own model sizes its budget

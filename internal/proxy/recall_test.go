@@ -18,8 +18,11 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/recall"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/host/store/redisstore"
+	"github.com/compact-host/compact-host/host/store/storetest"
 	"github.com/compact-host/compact-host/internal/recallmcp"
 	"github.com/compact-host/compact-host/internal/recallstore"
+	"github.com/compact-host/compact-host/internal/tenant"
 )
 
 // toolOutput is the original output of call i of toolBody's conversation.
@@ -52,14 +55,17 @@ func toolBody(t *testing.T, n int, tag string) []byte {
 var recallMarker = regexp.MustCompile(`\[recall:((?:s|t)-[0-9a-f]+)\]`)
 
 // recallRig is a proxy on a disk store that serves the recall tools and
-// hints them in its summaries.
-func recallRig(t *testing.T, st store.Store) *rig {
+// hints them in its summaries; edit sets more options.
+func recallRig(t *testing.T, st store.Store, edit ...func(*Options)) *rig {
 	var calls atomic.Int32
 	cfg := smallWindow
 	cfg.Strategy, cfg.Fallbacks, cfg.RecallHint = "counting", []string{}, true
 	return newRig(t, func(o *Options) {
 		o.Store, o.Config, o.Offline, o.MCP = st, cfg, true, true
 		o.EngineOptions = []host.Option{countingStrategy(&calls)}
+		for _, e := range edit {
+			e(o)
+		}
 	})
 }
 
@@ -254,4 +260,39 @@ func tenantOf(r *rig, key string) string {
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/v1/messages", nil)
 	req.Header.Set("X-Api-Key", key)
 	return string(r.proxy.credentialsOf(req).tenant)
+}
+
+// Replicas sharing Redis and a tenant secret: what one folded, another's
+// MCP endpoint recalls; a replica with another secret sees none of it.
+func TestProxyReplicasRecallFromRedis(t *testing.T) {
+	srv := storetest.StartRedis(t)
+	secret, err := tenant.NewKeyer([]byte("a-shared-tenant-secret-of-32-bytes"))
+	require.NoError(t, err)
+	replica := func(keyer *tenant.Keyer) *rig {
+		st, err := redisstore.Open(context.Background(), srv.URL()+"?call_timeout=5s", redisstore.Options{})
+		require.NoError(t, err)
+		return recallRig(t, st, func(o *Options) { o.TenantKeyer = keyer })
+	}
+	a, b, other := replica(secret), replica(secret), replica(tenant.NewRandomKeyer())
+	const key = "sk-ant-api03-replicated"
+	var ref string
+	for n := 6; n <= 14 && ref == ""; n++ {
+		if m := regexp.MustCompile(`\[recall:(t-[0-9a-f]+)\]`).FindSubmatch(sendTurn(t, a, toolBody(t, n, "shared"), key)); m != nil {
+			ref = string(m[1])
+		}
+	}
+	require.NotEmpty(t, ref)
+	cs, err := mcpClient(t, b.srv.URL, map[string]string{"X-Api-Key": key})
+	require.NoError(t, err)
+	defer cs.Close()
+	text, isErr := callTool(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
+	require.False(t, isErr, text)
+	assert.Contains(t, text, "ORIGINAL-shared-")
+
+	cs2, err := mcpClient(t, other.srv.URL, map[string]string{"X-Api-Key": key})
+	require.NoError(t, err)
+	defer cs2.Close()
+	text, isErr = callTool(t, cs2, recallmcp.ToolRecall, map[string]any{"ref": ref})
+	assert.True(t, isErr, text)
+	assert.NotContains(t, text, "ORIGINAL")
 }
