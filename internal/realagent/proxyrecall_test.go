@@ -23,7 +23,7 @@ import (
 const claudeCodeKey = "sk-ant-realagent-dummy"
 
 // TestClaudeCodeRecallsThroughTheProxy resumes a corpus session of Claude
-// Code through the proxy at a window its history overflows, with the
+// Code through the proxy at a window its history crosses, with the
 // proxy's own MCP endpoint in Claude Code's --mcp-config (README's
 // example: type http, the agent's key as x-api-key). The proxy folds the
 // history, keeps the originals in its disk store and hints the tools in
@@ -37,18 +37,11 @@ func TestClaudeCodeRecallsThroughTheProxy(t *testing.T) {
 
 	tool := "mcp__" + recallServer + "__recall"
 	var ref string
-	up := newScriptedAnthropic(t, func(n int, body []byte) []block {
-		if ref == "" {
-			if m := toolMarker.FindSubmatch(body); m != nil && strings.Contains(string(body), `"name":"`+tool+`"`) {
-				ref = string(m[1])
-				input, _ := json.Marshal(map[string]string{"ref": ref})
-				return []block{{Type: "tool_use", ID: "toolu_realagentrecall02", Name: tool, Input: input}}
-			}
-		}
-		return []block{{Type: "text", Text: recallReply}}
-	})
-	// The history is over 48k tokens; with the agent's 22k of system
-	// prompt and tools, a 60k window compacts its first request.
+	up := newScriptedAnthropic(t, recallOnce(tool, "toolu_realagentrecall02", &ref))
+	// The resumed history is about 75k tokens; with the agent's 22k of
+	// system prompt and tools, a 125k window puts the first request past
+	// the compaction point and under the emergency share, so a strategy
+	// writes the summary.
 	rig := startProxy(t, up.srv.URL, host.Config{ContextWindow: 125_000, MaxOutputTokens: 8_000, KeepRecentTokens: 3_000, RecallHint: true},
 		func(o *proxy.Options) { o.Store, o.MCP = disk, true })
 
@@ -75,26 +68,9 @@ func TestClaudeCodeRecallsThroughTheProxy(t *testing.T) {
 	assert.Zero(t, rig.metric(t, `compact_host_proxy_compactions_total{strategy="emergency"`), "folded by the strategy's summary: %s", gateLines(rig))
 
 	// The call after the tool call carries the recall tool's answer.
-	var answer string
-	for _, c := range calls {
-		for _, b := range toolResults(t, c) {
-			if b.ToolUseID == "toolu_realagentrecall02" {
-				require.False(t, b.IsError, "the recall tool failed: %s", b.Content)
-				answer = blockText(t, b.Content)
-			}
-		}
-	}
+	answer := recallAnswer(t, calls, "toolu_realagentrecall02")
 	require.NotEmpty(t, answer, "no request carried the recall tool's result")
-	text := recalledText(t, answer, ref)
-	loc := toolOutputMarker.FindStringSubmatchIndex(text)
-	require.NotNil(t, loc, "no [tool output ID] line in the recalled text: %.300s", text)
-	id, got := text[loc[2]:loc[3]], text[loc[1]:]
-	if i := strings.Index(got, "\n[page 1 of "); i >= 0 {
-		got = got[:i]
-	} else if i := strings.Index(got, "\n<system-reminder>"); i >= 0 {
-		got = got[:i]
-	}
-	got = strings.TrimSuffix(got, "\n")
+	id, got := recalledOutput(t, recalledText(t, answer, ref))
 	// The original: that output in the first request Claude Code sent.
 	want := ""
 	for _, b := range toolResults(t, rig.sentCalls()[0]) {
