@@ -67,6 +67,8 @@ func (x *exchange) keepOriginals(ctx context.Context, rec *store.Record) {
 // tenant's originals only.
 type mcpServers struct {
 	sessions store.Sessions
+	// cache holds the indexes of every tenant, within one bound.
+	cache    *recallmcp.IndexCache
 	mu       sync.Mutex
 	byTenant map[tenant.ID]*mcp.Server
 }
@@ -80,7 +82,7 @@ func (s *mcpServers) of(t tenant.ID) *mcp.Server {
 	if len(s.byTenant) >= maxMCPTenants {
 		clear(s.byTenant)
 	}
-	srv := recallmcp.NewServer(&recallmcp.StoreSource{Sessions: s.sessions, Tenant: string(t)}, "proxy")
+	srv := recallmcp.NewServer(&recallmcp.StoreSource{Sessions: s.sessions, Tenant: string(t), Cache: s.cache}, "proxy")
 	s.byTenant[t] = srv
 	return srv
 }
@@ -96,7 +98,7 @@ func (p *Proxy) newMCPHandler() (http.Handler, error) {
 	if !ok {
 		return nil, errors.New("proxy: the MCP server reads the originals from the store's sessions, which this store does not keep")
 	}
-	servers := &mcpServers{sessions: ss, byTenant: map[tenant.ID]*mcp.Server{}}
+	servers := &mcpServers{sessions: ss, cache: &recallmcp.IndexCache{}, byTenant: map[tenant.ID]*mcp.Server{}}
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		return servers.of(r.Context().Value(tenantKey{}).(tenant.ID))
 	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: p.log})

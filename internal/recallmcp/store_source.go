@@ -46,16 +46,74 @@ type StoreSource struct {
 	// MaxAge is how long an index read from the store is used;
 	// DefaultMaxAge when 0.
 	MaxAge time.Duration
+	// Cache holds the indexes read; sources may share one (the proxy's
+	// tenants do), since each entry names its tenant. A source without
+	// one makes its own of DefaultCacheBytes.
+	Cache *IndexCache
 
 	mu     sync.Mutex
-	loaded map[string]*loadedIndex
 	list   []string
 	listAt time.Time
 }
 
+// DefaultCacheBytes bounds an IndexCache whose MaxBytes is 0.
+const DefaultCacheBytes = 256 << 20
+
+// IndexCache keeps the indexes StoreSources read, within a bound on the
+// originals' size (an index takes about twice its originals' bytes).
+// When an index would take the cache past MaxBytes, the indexes read
+// longest ago leave first. It is safe for concurrent use.
+type IndexCache struct {
+	// MaxBytes bounds the originals' bytes of the indexes kept;
+	// DefaultCacheBytes when 0.
+	MaxBytes int64
+
+	mu      sync.Mutex
+	entries map[string]*loadedIndex
+	bytes   int64
+}
+
 type loadedIndex struct {
-	x  *recall.Index
-	at time.Time
+	x      *recall.Index
+	tenant string
+	size   int64
+	at     time.Time
+}
+
+func (c *IndexCache) get(conv string) *loadedIndex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[conv]
+}
+
+func (c *IndexCache) put(conv string, l *loadedIndex) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	limit := c.MaxBytes
+	if limit <= 0 {
+		limit = DefaultCacheBytes
+	}
+	if c.entries == nil {
+		c.entries = map[string]*loadedIndex{}
+	}
+	if old := c.entries[conv]; old != nil {
+		c.bytes -= old.size
+		delete(c.entries, conv)
+	}
+	for c.bytes+l.size > limit && len(c.entries) > 0 {
+		var oldest string
+		for k, e := range c.entries {
+			if oldest == "" || e.at.Before(c.entries[oldest].at) {
+				oldest = k
+			}
+		}
+		c.bytes -= c.entries[oldest].size
+		delete(c.entries, oldest)
+	}
+	if l.size <= limit {
+		c.entries[conv] = l
+		c.bytes += l.size
+	}
 }
 
 // errNoOriginals: nothing kept for the conversation (never compacted by
@@ -176,16 +234,26 @@ func (s *StoreSource) conversations(ctx context.Context) ([]string, error) {
 	return s.list, nil
 }
 
-// index is conv's index, read again when older than age.
+// index is conv's index, read again when older than age. The store is
+// read outside any lock: two calls may read one conversation at once, but
+// no call waits for another tenant's read.
 func (s *StoreSource) index(ctx context.Context, conv string, age time.Duration) (*recall.Index, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l := s.loaded[conv]; l != nil && time.Since(l.at) <= age {
+	if s.Cache == nil {
+		s.Cache = &IndexCache{}
+	}
+	cache := s.Cache
+	s.mu.Unlock()
+	l := cache.get(conv)
+	if l != nil && s.Tenant != "" && l.tenant != s.Tenant {
+		return nil, errForeign
+	}
+	if l != nil && time.Since(l.at) <= age {
 		return l.x, nil
 	}
 	o, err := recallstore.Load(ctx, s.Sessions, conv)
 	if err != nil {
-		if l := s.loaded[conv]; l != nil && !errors.Is(err, store.ErrNotFound) {
+		if l != nil && !errors.Is(err, store.ErrNotFound) {
 			return l.x, nil // the store is down: what was read still holds
 		}
 		return nil, storeError(err)
@@ -196,14 +264,8 @@ func (s *StoreSource) index(ctx context.Context, conv string, age time.Duration)
 	if len(o.Keys) == 0 {
 		return nil, ErrNoConversation
 	}
-	if s.loaded == nil {
-		s.loaded = map[string]*loadedIndex{}
-	}
-	if len(s.loaded) >= recallstore.MaxTenantConversations*2 {
-		clear(s.loaded)
-	}
 	x := o.Index()
-	s.loaded[conv] = &loadedIndex{x: x, at: time.Now()}
+	cache.put(conv, &loadedIndex{x: x, tenant: o.Tenant, size: o.Bytes, at: time.Now()})
 	return x, nil
 }
 

@@ -193,3 +193,46 @@ func callNoT(cs *mcp.ClientSession, tool string, args map[string]any) (string, b
 	}
 	return b.String(), res.IsError
 }
+
+// The indexes read stay within the cache's bound, the oldest leaving
+// first; a cache shared by tenants serves each only its own.
+func TestIndexCacheIsBoundedAndKeepsTenantsApart(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	m1, k1 := conversation("cache-one", 20)
+	m2, k2 := conversation("cache-two", 20)
+	c1, c2 := kept(t, st, "a", m1, k1), kept(t, st, "a", m2, k2)
+	o, err := recallstore.Load(ctx, st, c1)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name    string
+		bytes   int64
+		evicted bool
+	}{{"one fits", o.Bytes * 3 / 2, true}, {"both fit", o.Bytes * 3, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := store.NewMemory()
+			conv1, conv2 := kept(t, st, "a", m1, k1), kept(t, st, "a", m2, k2)
+			require.Equal(t, []string{c1, c2}, []string{conv1, conv2})
+			cache := &recallmcp.IndexCache{MaxBytes: tc.bytes}
+			src := &recallmcp.StoreSource{Sessions: st, Tenant: "a", Cache: cache}
+			_, err := src.IndexFor(ctx, k1.ToolRef("call_1"))
+			require.NoError(t, err)
+			_, err = src.IndexFor(ctx, k2.ToolRef("call_1"))
+			require.NoError(t, err)
+			// Gone from the store: only a cached index still answers.
+			require.NoError(t, st.DeleteSession(ctx, "recall/"+conv1))
+			x, err := (&recallmcp.StoreSource{Sessions: st, Conversation: conv1, Tenant: "a", Cache: cache}).Index(ctx)
+			if tc.evicted {
+				assert.Error(t, err, "the first index left the cache when the second came")
+			} else {
+				require.NoError(t, err)
+				_, err = x.Recall(k1.ToolRef("call_1"), 1)
+				assert.NoError(t, err)
+			}
+			// Another tenant, on the same cache, gets nothing of a's.
+			_, err = (&recallmcp.StoreSource{Sessions: st, Conversation: conv2, Tenant: "b", Cache: cache}).Index(ctx)
+			assert.ErrorContains(t, err, "no originals are kept")
+		})
+	}
+}

@@ -201,8 +201,10 @@ type Originals struct {
 	Tenant   string
 	Keys     []recall.Key
 	Messages []abi.Message
-	// Revision is the store's revision of them.
+	// Revision is the store's revision of them, and Bytes their size as
+	// stored.
 	Revision int64
+	Bytes    int64
 }
 
 // Index is the originals ready for Recall and Search.
@@ -222,7 +224,7 @@ func Load(ctx context.Context, ss store.Sessions, conv string) (*Originals, erro
 	if err := json.Unmarshal(cur.Settings, &h); err != nil {
 		return nil, fmt.Errorf("recallstore: the originals' header: %v", err)
 	}
-	o := &Originals{Tenant: h.Tenant, Revision: cur.Revision}
+	o := &Originals{Tenant: h.Tenant, Revision: cur.Revision, Bytes: int64(len(cur.Messages))}
 	for _, s := range h.Keys {
 		var k recall.Key
 		if b, err := hex.DecodeString(s); err != nil || len(b) != len(k) {
