@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,6 +157,36 @@ func TestProxyRecallsWhatItFolded(t *testing.T) {
 	text, isErr := callTool(t, cs, recallmcp.ToolSearch, map[string]any{"query": "ORIGINAL-mine-01"})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "[recall:t-", text)
+
+	// Calls at once, of the owner and of another credential, on one
+	// endpoint: each gets its own tenant's answer.
+	intruder, err := mcpClient(t, r.srv.URL, map[string]string{"Authorization": "Bearer sk-ant-api03-intruder"})
+	require.NoError(t, err)
+	defer intruder.Close()
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			c := cs
+			if i%2 == 1 {
+				c = intruder
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := c.CallTool(ctx, &mcp.CallToolParams{Name: recallmcp.ToolRecall, Arguments: map[string]any{"ref": refs[i%len(refs)][1]}})
+			if !assert.NoError(t, err) {
+				return
+			}
+			text := res.Content[0].(*mcp.TextContent).Text
+			if i%2 == 1 {
+				assert.True(t, res.IsError, text)
+				assert.NotContains(t, text, "ORIGINAL")
+			} else {
+				assert.False(t, res.IsError, text)
+				assert.Contains(t, text, "ORIGINAL-mine-")
+			}
+		})
+	}
+	wg.Wait()
 
 	// Another credential: the same marker names nothing it can read.
 	other, err := mcpClient(t, r.srv.URL, map[string]string{"X-Api-Key": "sk-ant-api03-someone-else"})
