@@ -366,7 +366,7 @@ func (x *exchange) latest(ctx context.Context) *store.Record {
 // matches reports whether rec folds this request's first messages.
 func (x *exchange) matches(rec *store.Record) bool {
 	return rec != nil && rec.FoldedCount > 0 && rec.FoldedCount < len(x.raw.msgs) &&
-		x.prefixHash(rec.FoldedCount) == rec.PrefixHash
+		x.prefixHash(rec.FoldedCount) == rec.PrefixHash && x.hintAgrees(rec)
 }
 
 // apply splices rec into the request: everything outside messages and

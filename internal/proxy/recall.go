@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -61,6 +62,14 @@ func (x *exchange) keepOriginals(ctx context.Context, rec *store.Record) {
 	case n > 0:
 		x.log.Debug("kept the folded originals", "messages", n, "through", rec.FoldedCount)
 	}
+}
+
+// hintAgrees reports whether rec's summary names the recall tools exactly
+// when this proxy's summaries do: a compaction stored while the tools were
+// served must not reach an agent that now lacks them (nor the reverse
+// leave them unnamed); such a request is compacted anew.
+func (x *exchange) hintAgrees(rec *store.Record) bool {
+	return strings.Contains(rec.Summary, recall.Hint) == x.p.o.Config.RecallHint
 }
 
 // mcpServers are the proxy's MCP servers, one per tenant: each reads the

@@ -327,3 +327,28 @@ func TestProxyReplicasRecallFromRedis(t *testing.T) {
 	assert.True(t, isErr, text)
 	assert.NotContains(t, text, "ORIGINAL")
 }
+
+// A compaction stored while the proxy named the recall tools is not
+// spliced into a request once it no longer does: the request is compacted
+// anew, without the line.
+func TestStoredHintFollowsTheSetting(t *testing.T) {
+	st := store.NewMemory()
+	const key = "sk-ant-api03-hint-toggle"
+	keyer := tenant.NewRandomKeyer() // one tenant across the two proxies
+	with := recallRig(t, st, func(o *Options) { o.TenantKeyer = keyer })
+	var hinted []byte
+	n := 6
+	for ; n <= 14 && hinted == nil; n++ {
+		if got := sendTurn(t, with, toolBody(t, n, "toggle"), key); strings.Contains(string(got), mustJSONString(recall.Hint)) {
+			hinted = got
+		}
+	}
+	require.NotNil(t, hinted)
+	spliced := sendTurn(t, with, toolBody(t, n, "toggle"), key)
+	require.Contains(t, string(spliced), mustJSONString(recall.Hint), "the same proxy splices its stored compaction")
+	without := recallRig(t, st, func(o *Options) { o.TenantKeyer, o.MCP, o.Config.RecallHint = keyer, false, false })
+	got := sendTurn(t, without, toolBody(t, n, "toggle"), key)
+	assert.Contains(t, string(got), "[recall:", "compacted")
+	assert.NotContains(t, string(got), mustJSONString(recall.Hint), "a stored summary naming the tools was spliced")
+	assert.Contains(t, without.logs.String(), `"msg":"compacted"`, "compacted anew")
+}
