@@ -135,7 +135,7 @@ upstream (x-api-key, Authorization...) and reads only its own tenant's
 originals; a marker finds its own conversation. --recall-hint auto (the
 default) ends every summary with a line naming the tools when --mcp is on,
 and never otherwise, so no request names a tool the agent lacks; on adds it
-for an agent that runs 'compact-host mcp --store' itself; off never does.`,
+for an agent that runs 'compact-host mcp --conversation' itself; off never does.`,
 		Example: `  # Claude Code, with compaction at its own threshold:
   compact-host proxy --upstream https://api.anthropic.com &
   ANTHROPIC_BASE_URL=http://127.0.0.1:8378 claude
@@ -187,8 +187,8 @@ for an agent that runs 'compact-host mcp --store' itself; off never does.`,
 	fl.BoolVar(&o.forwardWS, "forward-websockets", false, "forward Responses API WebSockets uncompacted")
 	_ = fl.MarkDeprecated("forward-websockets", "use --websockets forward")
 	fl.BoolVar(&o.mcp, "mcp", false, "serve the recall and search tools (MCP over streamable HTTP) at /_compact-host/mcp, for the tenant of the credential each request sends")
-	fl.StringVar(&o.recallHint, "recall-hint", "auto", "end every summary with a line naming the recall tools: auto (when --mcp is on), on (the agent runs 'compact-host mcp --store' itself) or off")
-	fl.BoolVar(&o.keepOriginals, "keep-originals", true, "keep what compactions fold in --store, so that the summaries' markers can be recalled (--mcp, 'compact-host mcp --store')")
+	fl.StringVar(&o.recallHint, "recall-hint", "auto", "end every summary with a line naming the recall tools: auto (when --mcp is on), on (the agent runs 'compact-host mcp --conversation' itself) or off")
+	fl.BoolVar(&o.keepOriginals, "keep-originals", true, "keep what compactions fold in --store, so that the summaries' markers can be recalled (--mcp, 'compact-host mcp --conversation')")
 	fl.StringVar(&o.policy, "policy", host.PolicyThreshold, "when to compact: threshold (past the gate's share) or cache-aware (past --cold-share once the conversation's prompt cache has expired; a warm cache only halfway from the gate's share to its emergency share)")
 	fl.Float64Var(&o.coldShare, "cold-share", 0.5, "with --policy cache-aware: the share of the budget past which a conversation whose cache expired is compacted")
 	fl.DurationVar(&o.cacheTTL, "cache-ttl", 5*time.Minute, "how long the provider keeps a prompt cache without a request, when a request's cache_control names no ttl (5m or 1h)")

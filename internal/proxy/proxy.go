@@ -157,7 +157,7 @@ type Options struct {
 	// the original messages of every folded span are kept in Store's
 	// sessions (within its size limit and expiry), so that the markers
 	// of the proxy's summaries can be recalled: through MCP, or by
-	// `compact-host mcp --store`.
+	// `compact-host mcp --conversation`.
 	DiscardOriginals bool
 	// MCP serves the recall tools at MCPPath, over the originals of the
 	// tenant of each request's credential. Set Config.RecallHint with
