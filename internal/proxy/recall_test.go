@@ -352,3 +352,50 @@ func TestStoredHintFollowsTheSetting(t *testing.T) {
 	assert.NotContains(t, string(got), mustJSONString(recall.Hint), "a stored summary naming the tools was spliced")
 	assert.Contains(t, without.logs.String(), `"msg":"compacted"`, "compacted anew")
 }
+
+// The same for a Chat Completions conversation: its system message sits
+// among the messages, its outputs are "tool" messages.
+func TestProxyRecallsAChatCompletionsConversation(t *testing.T) {
+	r := recallRig(t, store.NewMemory())
+	const key = "sk-openai-recall-owner"
+	body := func(n int) []byte {
+		msgs := []map[string]any{{"role": "system", "content": "You are a careful coding agent."}}
+		for i := range n {
+			msgs = append(msgs, map[string]any{"role": "user", "content": "chat " + turnText(i)})
+			if i == n-1 {
+				break
+			}
+			id := fmt.Sprintf("call_chat_%02d", i)
+			msgs = append(msgs,
+				map[string]any{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{"id": id, "type": "function", "function": map[string]any{"name": "read_file", "arguments": fmt.Sprintf(`{"path":"parser_%d.go"}`, i)}}}},
+				map[string]any{"role": "tool", "tool_call_id": id, "content": toolOutput("chat", i)},
+				map[string]any{"role": "assistant", "content": fmt.Sprintf("reply %d", i+1)})
+		}
+		b, err := json.Marshal(map[string]any{"model": "gpt-4o", "max_completion_tokens": 1000, "messages": msgs})
+		require.NoError(t, err)
+		return b
+	}
+	var ref string
+	for n := 6; n <= 14 && ref == ""; n++ {
+		before := len(r.up.agentRequests())
+		resp, _ := post(t, r.srv.URL+"/v1/chat/completions", body(n), map[string]string{"Authorization": "Bearer " + key})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		got := r.up.agentRequests()
+		require.Len(t, got, before+1)
+		if m := regexp.MustCompile(`\[recall:(t-[0-9a-f]+)\]`).FindSubmatch(got[before].Body); m != nil {
+			ref = string(m[1])
+		}
+	}
+	require.NotEmpty(t, ref, "no compaction with a tool-output marker")
+	cs, err := mcpClient(t, r.srv.URL, map[string]string{"Authorization": "Bearer " + key})
+	require.NoError(t, err)
+	defer cs.Close()
+	text, isErr := callTool(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
+	require.False(t, isErr, text)
+	i := strings.Index(text, "ORIGINAL-chat-")
+	require.GreaterOrEqual(t, i, 0, text)
+	var n int
+	fmt.Sscanf(text[i:], "ORIGINAL-chat-%02d", &n)
+	assert.Contains(t, text, toolOutput("chat", n))
+	assert.Contains(t, text, "[tool call read_file call_chat_")
+}
