@@ -60,7 +60,7 @@ func (x *exchange) keepOriginals(ctx context.Context, rec *store.Record) {
 		x.p.m.storeErrors.Inc()
 		x.log.Warn("the folded originals could not be stored; this compaction's markers cannot be recalled", "err", err)
 	case n > 0:
-		x.log.Debug("kept the folded originals", "messages", n, "through", rec.FoldedCount)
+		x.log.Debug("kept the folded originals", "messages", n, "through", rec.FoldedCount, "tenant", string(x.cred.tenant))
 	}
 }
 
@@ -123,6 +123,7 @@ func (p *Proxy) newMCPHandler() (http.Handler, error) {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, recallmcp.MaxBodyBytes)
+		p.log.Debug("mcp request", "method", r.Method, "tenant", string(cred.tenant))
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, cred.tenant)))
 	}), nil
 }
