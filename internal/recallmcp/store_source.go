@@ -16,18 +16,21 @@ import (
 
 // Reload bounds of a StoreSource.
 const (
-	// DefaultMaxAge is how long a StoreSource answers a marker from an
-	// index it read before it reads the store again. Originals are only
-	// ever added to, so what an index holds stays true; a marker it lacks
-	// makes it read the store again at once (at most every minReload).
+	// DefaultMaxAge is how long a StoreSource answers from an index it
+	// read before it reads the store again, when nothing says sooner
+	// that the conversation grew. Originals are only ever added to, so
+	// what an index holds stays true.
 	DefaultMaxAge = time.Minute
-	// searchAge is how long a search uses an index it read: it must see
-	// what the proxy kept since.
-	searchAge = 2 * time.Second
-	// minReload is the least time between two reads of one conversation
-	// that a marker the index lacks can force: a caller that sends
-	// unknown markers in a loop costs a read per conversation this often.
-	minReload = 250 * time.Millisecond
+	// listAge is how long a tenant's list serves: a recall that finds
+	// its marker nowhere, or a search, rereads a list older than
+	// MinReload; every list read rereads only the conversations it says
+	// grew.
+	listAge = 2 * time.Second
+	// DefaultMinReload is the least time between two reads that a
+	// marker the indexes lack can force: of the tenant's list, or of the
+	// one conversation of a source without a tenant list. A caller that
+	// sends unknown markers in a loop costs one such read this often.
+	DefaultMinReload = 250 * time.Millisecond
 )
 
 // StoreSource is the originals the compact-host proxy kept in its store
@@ -44,15 +47,16 @@ type StoreSource struct {
 	// conversation of the tenant is.
 	Tenant string
 	// MaxAge is how long an index read from the store is used;
-	// DefaultMaxAge when 0.
-	MaxAge time.Duration
+	// DefaultMaxAge when 0. MinReload is DefaultMinReload when 0.
+	MaxAge    time.Duration
+	MinReload time.Duration
 	// Cache holds the indexes read; sources may share one (the proxy's
 	// tenants do), since each entry names its tenant. A source without
 	// one makes its own of DefaultCacheBytes.
 	Cache *IndexCache
 
 	mu     sync.Mutex
-	list   []string
+	list   []recallstore.Listed
 	listAt time.Time
 }
 
@@ -74,10 +78,11 @@ type IndexCache struct {
 }
 
 type loadedIndex struct {
-	x      *recall.Index
-	tenant string
-	size   int64
-	at     time.Time
+	x       *recall.Index
+	tenant  string
+	size    int64
+	through int
+	at      time.Time
 }
 
 func (c *IndexCache) get(conv string) *loadedIndex {
@@ -126,7 +131,7 @@ var errForeign = errNoOriginals
 
 // Index is the index of the conversation, or of the tenant's newest one.
 func (s *StoreSource) Index(ctx context.Context) (*recall.Index, error) {
-	convs, err := s.conversations(ctx)
+	convs, err := s.conversations(ctx, listAge)
 	if err != nil {
 		return nil, err
 	}
@@ -135,19 +140,20 @@ func (s *StoreSource) Index(ctx context.Context) (*recall.Index, error) {
 
 // IndexFor is the index of the conversation whose originals hold ref:
 // each candidate conversation is tried, newest first, from the indexes
-// read last, then once more from the store.
+// read last; when none holds it, the list (or the one conversation) is
+// read again, if not read within MinReload, and what grew is tried again.
 func (s *StoreSource) IndexFor(ctx context.Context, ref string) (*recall.Index, error) {
 	if !abi.ValidRef(ref) {
 		return nil, recall.ErrBadRef
 	}
-	convs, err := s.conversations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, age := range []time.Duration{s.maxAge(), minReload} {
-		var first *recall.Index
+	var first *recall.Index
+	for _, pass := range []struct{ list, index time.Duration }{{listAge, s.maxAge()}, {s.minReload(), s.minReload()}} {
+		convs, err := s.conversations(ctx, pass.list)
+		if err != nil {
+			return nil, err
+		}
 		for _, c := range convs {
-			x, err := s.index(ctx, c, age)
+			x, err := s.index(ctx, c, pass.index)
 			if err != nil {
 				if len(convs) == 1 {
 					return nil, err
@@ -161,9 +167,9 @@ func (s *StoreSource) IndexFor(ctx context.Context, ref string) (*recall.Index, 
 				return x, nil
 			}
 		}
-		if age == minReload && first != nil {
-			return first, nil // its Recall says the marker is unknown
-		}
+	}
+	if first != nil {
+		return first, nil // its Recall says the marker is unknown
 	}
 	return nil, recall.ErrUnknownRef
 }
@@ -171,13 +177,13 @@ func (s *StoreSource) IndexFor(ctx context.Context, ref string) (*recall.Index, 
 // Search searches every conversation answered for and keeps the best
 // hits: the most matches first, then the newest conversation's.
 func (s *StoreSource) Search(ctx context.Context, q recall.Query) ([]recall.Hit, error) {
-	convs, err := s.conversations(ctx)
+	convs, err := s.conversations(ctx, s.minReload())
 	if err != nil {
 		return nil, err
 	}
 	var all []recall.Hit
 	for _, c := range convs {
-		x, err := s.index(ctx, c, min(s.maxAge(), searchAge))
+		x, err := s.index(ctx, c, listAge)
 		if err != nil {
 			if len(convs) == 1 {
 				return nil, err
@@ -200,6 +206,13 @@ func (s *StoreSource) Search(ctx context.Context, q recall.Query) ([]recall.Hit,
 	return all[:min(len(all), limit, recall.MaxHits)], nil
 }
 
+func (s *StoreSource) minReload() time.Duration {
+	if s.MinReload > 0 {
+		return s.MinReload
+	}
+	return DefaultMinReload
+}
+
 func (s *StoreSource) maxAge() time.Duration {
 	if s.MaxAge > 0 {
 		return s.MaxAge
@@ -207,26 +220,30 @@ func (s *StoreSource) maxAge() time.Duration {
 	return DefaultMaxAge
 }
 
-// conversations are the conversations answered for, newest first; never
-// empty without an error.
-func (s *StoreSource) conversations(ctx context.Context) ([]string, error) {
+// conversations are the conversations answered for, newest first, with
+// the count of messages the list says each has kept (-1: unknown, for the
+// one conversation of a source without a tenant list); the tenant's list
+// is read again when older than age. Never empty without an error.
+func (s *StoreSource) conversations(ctx context.Context, age time.Duration) ([]recallstore.Listed, error) {
 	if s.Conversation != "" {
 		if err := recallstore.CheckConversation(s.Conversation); err != nil {
 			return nil, err
 		}
-		return []string{s.Conversation}, nil
+		return []recallstore.Listed{{Conversation: s.Conversation, Through: -1}}, nil
 	}
 	if s.Tenant == "" {
 		return nil, errors.New("the server names no conversation and no tenant")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.list == nil || time.Since(s.listAt) > s.maxAge() {
-		list, err := recallstore.Conversations(ctx, s.Sessions, s.Tenant)
-		if err != nil {
+	if s.list == nil || time.Since(s.listAt) > age {
+		list, err := recallstore.List(ctx, s.Sessions, s.Tenant)
+		if err != nil && s.list == nil {
 			return nil, storeError(err)
 		}
-		s.list, s.listAt = list, time.Now()
+		if err == nil {
+			s.list, s.listAt = list, time.Now()
+		}
 	}
 	if len(s.list) == 0 {
 		return nil, errors.New("no originals are kept for this credential yet: the proxy keeps them when it compacts a conversation")
@@ -234,24 +251,34 @@ func (s *StoreSource) conversations(ctx context.Context) ([]string, error) {
 	return s.list, nil
 }
 
-// index is conv's index, read again when older than age. The store is
-// read outside any lock: two calls may read one conversation at once, but
-// no call waits for another tenant's read.
-func (s *StoreSource) index(ctx context.Context, conv string, age time.Duration) (*recall.Index, error) {
+// index is c's index: the one read last, unless the list says the
+// conversation grew since, or (with no list) it is older than age, or it
+// is older than MaxAge. The store is read outside any lock: two calls may
+// read one conversation at once, but no call waits for another tenant's
+// read.
+func (s *StoreSource) index(ctx context.Context, c recallstore.Listed, age time.Duration) (*recall.Index, error) {
 	s.mu.Lock()
 	if s.Cache == nil {
 		s.Cache = &IndexCache{}
 	}
 	cache := s.Cache
 	s.mu.Unlock()
-	l := cache.get(conv)
+	l := cache.get(c.Conversation)
 	if l != nil && s.Tenant != "" && l.tenant != s.Tenant {
 		return nil, errForeign
 	}
-	if l != nil && time.Since(l.at) <= age {
-		return l.x, nil
+	if l != nil {
+		fresh := time.Since(l.at) <= s.maxAge()
+		if c.Through >= 0 {
+			fresh = fresh && l.through >= c.Through
+		} else {
+			fresh = fresh && time.Since(l.at) <= age
+		}
+		if fresh {
+			return l.x, nil
+		}
 	}
-	o, err := recallstore.Load(ctx, s.Sessions, conv)
+	o, err := recallstore.Load(ctx, s.Sessions, c.Conversation)
 	if err != nil {
 		if l != nil && !errors.Is(err, store.ErrNotFound) {
 			return l.x, nil // the store is down: what was read still holds
@@ -265,7 +292,7 @@ func (s *StoreSource) index(ctx context.Context, conv string, age time.Duration)
 		return nil, ErrNoConversation
 	}
 	x := o.Index()
-	cache.put(conv, &loadedIndex{x: x, tenant: o.Tenant, size: o.Bytes, at: time.Now()})
+	cache.put(c.Conversation, &loadedIndex{x: x, tenant: o.Tenant, size: o.Bytes, through: o.Through, at: time.Now()})
 	return x, nil
 }
 

@@ -236,3 +236,72 @@ func TestIndexCacheIsBoundedAndKeepsTenantsApart(t *testing.T) {
 		})
 	}
 }
+
+// counting counts the reads of each session.
+type counting struct {
+	store.Sessions
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (c *counting) GetSession(ctx context.Context, id string) (*store.Session, error) {
+	c.mu.Lock()
+	c.reads[id]++
+	c.mu.Unlock()
+	return c.Sessions.GetSession(ctx, id)
+}
+
+func (c *counting) n(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[id]
+}
+
+// Unknown markers cost reads of the tenant's list, never of a
+// conversation that did not grow; a conversation that grew is read again
+// and its new markers found.
+func TestStoreSourceRereadsOnlyWhatGrew(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	m1, k1 := conversation("grow-one", 30)
+	m2, k2 := conversation("grow-two", 30)
+	c1 := kept(t, mem, "a", m1[:21], k1)
+	c2 := kept(t, mem, "a", m2, k2)
+	st := &counting{Sessions: mem, reads: map[string]int{}}
+	src := &recallmcp.StoreSource{Sessions: st, Tenant: "a", MinReload: time.Nanosecond}
+	for _, ref := range []string{k1.ToolRef("call_3"), k2.ToolRef("call_3")} {
+		x, err := src.IndexFor(ctx, ref)
+		require.NoError(t, err)
+		_, err = x.Recall(ref, 1)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, st.n("recall/"+c1))
+	require.Equal(t, 1, st.n("recall/"+c2))
+
+	lists := st.n("recall-tenant/a")
+	for range 10 {
+		x, err := src.IndexFor(ctx, "t-00000000000000aa")
+		if err == nil {
+			_, err = x.Recall("t-00000000000000aa", 1)
+		}
+		require.ErrorIs(t, err, recall.ErrUnknownRef)
+	}
+	assert.Equal(t, 1, st.n("recall/"+c1), "unknown markers reread a conversation that did not grow")
+	assert.Equal(t, 1, st.n("recall/"+c2))
+	assert.Equal(t, lists+10, st.n("recall-tenant/a"), "one list read per unknown marker past MinReload")
+
+	w := recallstore.Write{Tenant: "a", Conversation: c1, Keys: []recall.Key{k1}, Messages: m1, Through: len(m1)}
+	for i := range m1 {
+		w.Positions = append(w.Positions, i)
+	}
+	_, err := recallstore.Keep(ctx, mem, w)
+	require.NoError(t, err)
+	later := k1.ToolRef("call_25")
+	x, err := src.IndexFor(ctx, later)
+	require.NoError(t, err)
+	p, err := x.Recall(later, 1)
+	require.NoError(t, err)
+	assert.Contains(t, p.Text, "secret-grow-one-25\n")
+	assert.Equal(t, 2, st.n("recall/"+c1), "the conversation that grew is read again")
+	assert.Equal(t, 1, st.n("recall/"+c2), "the other is not")
+}

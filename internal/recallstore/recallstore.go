@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/compact-host/compact-host/abi"
@@ -143,33 +144,36 @@ func Keep(ctx context.Context, ss store.Sessions, w Write) (int, error) {
 		case err != nil:
 			return 0, err
 		}
-		if rev == 0 {
-			if err := addToTenant(ctx, ss, w.Tenant, w.Conversation); err != nil {
-				return n, err
-			}
+		if err := addToTenant(ctx, ss, w.Tenant, w.Conversation, h.Through); err != nil {
+			return n, err
 		}
 		return n, nil
 	}
 }
 
-// addToTenant puts conv at the head of the tenant's list.
-func addToTenant(ctx context.Context, ss store.Sessions, tenant, conv string) error {
+// addToTenant puts conv at the head of the tenant's list, with the count
+// of messages now kept: readers reread a conversation only when it grew.
+func addToTenant(ctx context.Context, ss store.Sessions, tenant, conv string, through int) error {
 	id := tenantPrefix + tenant
 	for try := 0; ; try++ {
 		var rev int64
-		var list []string
+		var list []Listed
 		cur, err := ss.GetSession(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return err
 		default:
-			rev, list = cur.Revision, strings.Fields(string(cur.Messages))
+			rev, list = cur.Revision, parseList(cur.Messages)
 		}
-		list = slices.DeleteFunc(list, func(c string) bool { return c == conv })
-		list = append([]string{conv}, list...)
+		list = slices.DeleteFunc(list, func(l Listed) bool { return l.Conversation == conv })
+		list = append([]Listed{{conv, through}}, list...)
 		list = list[:min(len(list), MaxTenantConversations)]
-		_, err = ss.PutSession(ctx, &store.Session{ID: id, Messages: []byte(strings.Join(list, "\n") + "\n")}, rev)
+		var b strings.Builder
+		for _, l := range list {
+			b.WriteString(l.Conversation + " " + strconv.Itoa(l.Through) + "\n")
+		}
+		_, err = ss.PutSession(ctx, &store.Session{ID: id, Messages: []byte(b.String())}, rev)
 		if errors.Is(err, store.ErrConflict) && try < maxRetries {
 			continue
 		}
@@ -177,9 +181,29 @@ func addToTenant(ctx context.Context, ss store.Sessions, tenant, conv string) er
 	}
 }
 
-// Conversations are the tenant's conversations with originals, newest
-// first, at most MaxTenantConversations.
-func Conversations(ctx context.Context, ss store.Sessions, tenant string) ([]string, error) {
+// Listed is a conversation of a tenant's list: Through counts the
+// messages kept of it when it was last written.
+type Listed struct {
+	Conversation string
+	Through      int
+}
+
+func parseList(b []byte) []Listed {
+	var out []Listed
+	for _, line := range strings.Split(string(b), "\n") {
+		conv, n, _ := strings.Cut(line, " ")
+		through, err := strconv.Atoi(n)
+		if CheckConversation(conv) != nil || err != nil || len(out) >= MaxTenantConversations {
+			continue
+		}
+		out = append(out, Listed{conv, through})
+	}
+	return out
+}
+
+// List is the tenant's conversations with originals, the most recently
+// written first, at most MaxTenantConversations.
+func List(ctx context.Context, ss store.Sessions, tenant string) ([]Listed, error) {
 	cur, err := ss.GetSession(ctx, tenantPrefix+tenant)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -187,13 +211,17 @@ func Conversations(ctx context.Context, ss store.Sessions, tenant string) ([]str
 	case err != nil:
 		return nil, err
 	}
+	return parseList(cur.Messages), nil
+}
+
+// Conversations are the IDs of List.
+func Conversations(ctx context.Context, ss store.Sessions, tenant string) ([]string, error) {
+	list, err := List(ctx, ss, tenant)
 	var out []string
-	for _, c := range strings.Fields(string(cur.Messages)) {
-		if CheckConversation(c) == nil && len(out) < MaxTenantConversations {
-			out = append(out, c)
-		}
+	for _, l := range list {
+		out = append(out, l.Conversation)
 	}
-	return out, nil
+	return out, err
 }
 
 // Originals are one conversation's kept messages.
@@ -201,10 +229,12 @@ type Originals struct {
 	Tenant   string
 	Keys     []recall.Key
 	Messages []abi.Message
-	// Revision is the store's revision of them, and Bytes their size as
-	// stored.
+	// Revision is the store's revision of them, Bytes their size as
+	// stored, and Through the count of the conversation's messages they
+	// cover (as List gives it).
 	Revision int64
 	Bytes    int64
+	Through  int
 }
 
 // Index is the originals ready for Recall and Search.
@@ -224,7 +254,7 @@ func Load(ctx context.Context, ss store.Sessions, conv string) (*Originals, erro
 	if err := json.Unmarshal(cur.Settings, &h); err != nil {
 		return nil, fmt.Errorf("recallstore: the originals' header: %v", err)
 	}
-	o := &Originals{Tenant: h.Tenant, Revision: cur.Revision, Bytes: int64(len(cur.Messages))}
+	o := &Originals{Tenant: h.Tenant, Revision: cur.Revision, Bytes: int64(len(cur.Messages)), Through: h.Through}
 	for _, s := range h.Keys {
 		var k recall.Key
 		if b, err := hex.DecodeString(s); err != nil || len(b) != len(k) {
