@@ -157,7 +157,8 @@ type Options struct {
 	// the original messages of every folded span are kept in Store's
 	// sessions (within its size limit and expiry), so that the markers
 	// of the proxy's summaries can be recalled: through MCP, or by
-	// `compact-host mcp --conversation`.
+	// `compact-host mcp --conversation`. On the default store (Store
+	// nil), which no other process reads, they are kept only with MCP.
 	DiscardOriginals bool
 	// MCP serves the recall tools at MCPPath, over the originals of the
 	// tenant of each request's credential. Set Config.RecallHint with
@@ -224,6 +225,9 @@ func New(o Options) (*Proxy, error) {
 	}
 	if o.Store == nil {
 		o.Store = store.NewMemory()
+		// Originals in this process's memory serve its own MCP
+		// endpoint only: without it they would only grow.
+		o.DiscardOriginals = o.DiscardOriginals || !o.MCP
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes

@@ -399,3 +399,26 @@ func TestProxyRecallsAChatCompletionsConversation(t *testing.T) {
 	assert.Contains(t, text, toolOutput("chat", n))
 	assert.Contains(t, text, "[tool call read_file call_chat_")
 }
+
+// On its default memory store, which no other process reads, a proxy
+// without MCP keeps no originals; with MCP it does, for its endpoint.
+func TestDefaultStoreKeepsOriginalsOnlyForMCP(t *testing.T) {
+	for _, withMCP := range []bool{false, true} {
+		var calls atomic.Int32
+		cfg := smallWindow
+		cfg.Strategy, cfg.Fallbacks = "counting", []string{}
+		r := newRig(t, func(o *Options) {
+			o.Config, o.Offline, o.MCP = cfg, true, withMCP
+			o.EngineOptions = []host.Option{countingStrategy(&calls)}
+		})
+		const key = "sk-ant-api03-default-store"
+		compacted := false
+		for n := 6; n <= 14 && !compacted; n++ {
+			compacted = strings.Contains(string(sendTurn(t, r, toolBody(t, n, "default"), key)), "[recall:")
+		}
+		require.True(t, compacted)
+		convs, err := recallstore.Conversations(context.Background(), r.proxy.o.Store.(store.Sessions), tenantOf(r, key))
+		require.NoError(t, err)
+		assert.Equal(t, withMCP, len(convs) == 1, "MCP %v: %d conversations kept", withMCP, len(convs))
+	}
+}
