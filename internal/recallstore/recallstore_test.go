@@ -168,3 +168,29 @@ func TestOriginalsExpireWithRedis(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// BenchmarkKeepOnDisk is what a compaction adds to the proxy's request:
+// keeping 20 more folded messages of a conversation whose originals hold
+// 4,000 messages of about 1 KB already, in the disk store.
+func BenchmarkKeepOnDisk(b *testing.B) {
+	ctx := context.Background()
+	disk, err := store.OpenDisk(b.TempDir(), store.DiskOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer disk.Close()
+	msgs := history(4000+20*b.N+20, 1000)
+	if _, err := recallstore.Keep(ctx, disk, write("t", msgs, 4000)); err != nil {
+		b.Fatal(err)
+	}
+	through := 4000
+	b.ResetTimer()
+	for range b.N {
+		through += 20
+		w := write("t", msgs, through)
+		w.Messages, w.Positions = w.Messages[through-20:], w.Positions[through-20:]
+		if _, err := recallstore.Keep(ctx, disk, w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
