@@ -307,7 +307,7 @@ func (e *Engine) compact(ctx context.Context, s *Session, opts compactOptions) (
 		summary, offline, err = e.summarizePlan(ctx, s, svc, name, p, opts.Focus)
 		if err == nil {
 			summary = e.verifySummary(summary, p)
-			if opts.RecallHint {
+			if opts.RecallHint || e.cfg.RecallHint {
 				summary = recall.WithHint(summary)
 			}
 			err = e.checkShrinks(name, summary, p)
@@ -654,7 +654,11 @@ func (e *Engine) emergency(s *Session, before, overhead, minFree int) (Compactio
 	if p.previous != "" {
 		summary = p.previous + "\n\n" + summary
 	}
-	c := Compaction{Summary: e.verifySummary(summary, p), Strategy: StrategyEmergency, Emergency: true, Offline: true,
+	summary = e.verifySummary(summary, p)
+	if e.cfg.RecallHint {
+		summary = recall.WithHint(summary)
+	}
+	c := Compaction{Summary: summary, Strategy: StrategyEmergency, Emergency: true, Offline: true,
 		TokensBefore: before, MessagesFolded: p.folded, Time: time.Now().UTC()}
 	now := e.calibrated(s.contextTokens() + overhead)
 	after := e.calibrated(s.contextAfter(p.cut, c) + overhead)

@@ -54,6 +54,10 @@ type Config struct {
 	// never shortens a kept result in place (a proxy must not change the
 	// bytes of the messages it keeps).
 	DisablePrune bool
+	// RecallHint ends the summary of every compaction with recall.Hint,
+	// as CompactOptions.RecallHint does for one: set it only when the
+	// agent has the recall tools (a proxy that serves them).
+	RecallHint bool
 
 	// KeepRecentTokens is how much of the newest history is kept verbatim.
 	// Default: a quarter of the budget, at most 40,000.

@@ -7,25 +7,27 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/compact-host/compact-host/host/store/storeopen"
 	"github.com/compact-host/compact-host/internal/recallmcp"
 )
 
 type mcpOptions struct {
-	sessionFile string
-	listen      string
-	tokenFile   string
+	sessionFile  string
+	listen       string
+	tokenFile    string
+	store        string
+	conversation string
 }
 
 func newMCPCmd(g *globals) *cobra.Command {
 	o := &mcpOptions{}
 	cmd := &cobra.Command{
-		Use:   "mcp --session-file FILE [--listen HOST:PORT]",
+		Use:   "mcp (--session-file FILE | --conversation ID [--store URL]) [--listen HOST:PORT]",
 		Short: "Serve the recall and search tools over MCP, so the model can read what a compaction folded",
 		Long: `A summary compact-host writes names what it folded with markers:
 [recall:s-…] for the folded messages and [recall:t-…] for each large tool
@@ -46,6 +48,13 @@ Code session, a Codex rollout, any format compact-host reads) or a
 compact-host session log. Every message in it can be recalled, also those
 behind the agent's own compactions; the file is read again when it grows.
 
+--conversation names a conversation the compact-host proxy compacted: the
+originals it kept in its store (--store, the proxy's own setting; default
+$COMPACT_HOST_STORE, the config's store, or disk). The ID is the one the
+proxy's conversations report shows (GET /_compact-host/conversations with
+the agent's credential). A proxy started with --mcp serves the same tools
+itself, for any conversation of the credential the agent sends.
+
 The server speaks MCP over stdin and stdout, as an agent starts it, or with
 --listen over streamable HTTP. HTTP listens on loopback only, unless
 --token-file names the bearer tokens to require; bodies are limited to
@@ -60,6 +69,9 @@ over the limit is a tool error that says so, and names nothing else.`,
   #   command = "compact-host"
   #   args = ["mcp", "--session-file", "ROLLOUT.jsonl"]
 
+  # What the proxy folded of one conversation, from its store:
+  compact-host mcp --store redis://127.0.0.1:6379/0 --conversation 3f9c…e1
+
   # Any client over streamable HTTP: url = "http://127.0.0.1:8378/"
   compact-host mcp --session-file rollout.jsonl --listen 127.0.0.1:8378`,
 		Args: cobra.NoArgs,
@@ -67,28 +79,19 @@ over the limit is a tool error that says so, and names nothing else.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.sessionFile, "session-file", "", "the conversation: an agent's session file or a compact-host session log")
+	fl.StringVar(&o.conversation, "conversation", "", "the conversation: a conversation ID of the proxy (64 hex digits), read from its store")
+	fl.StringVar(&o.store, "store", "", "with --conversation: the proxy's store, as its --store names it: "+storeopen.Usage)
 	fl.StringVar(&o.listen, "listen", "", "serve streamable HTTP on HOST:PORT instead of stdio (loopback unless --token-file)")
 	fl.StringVar(&o.tokenFile, "token-file", "", "with --listen: bearer tokens to require, one a line (\"name:token\" or a bare token); needed to listen beyond loopback")
 	return cmd
 }
 
 func runMCP(ctx context.Context, g *globals, o *mcpOptions) error {
-	if o.sessionFile == "" {
-		return usageError{errors.New("mcp needs the conversation: --session-file FILE")}
-	}
-	info, err := os.Stat(o.sessionFile)
+	src, what, done, err := mcpSource(ctx, g, o)
 	if err != nil {
-		return withCode(ExitInput, fmt.Errorf("--session-file: %w", err))
+		return err
 	}
-	if !info.Mode().IsRegular() {
-		return withCode(ExitInput, fmt.Errorf("--session-file %s: not a regular file (mode %s)", o.sessionFile, info.Mode().Type()))
-	}
-	src := &recallmcp.FileSource{Path: o.sessionFile}
-	// The file is read once now, so that a file that is no session fails
-	// here, with its reason, not at the model's first call.
-	if _, err := src.Index(ctx); err != nil {
-		return withCode(ExitInput, fmt.Errorf("--session-file %s: %w", o.sessionFile, err))
-	}
+	defer done()
 	log := slog.New(g.logHandler(slog.LevelWarn))
 	srv := recallmcp.NewServer(src, Version)
 	if o.listen == "" {
@@ -124,7 +127,7 @@ func runMCP(ctx context.Context, g *globals, o *mcpOptions) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	a.note("compact-host %s: MCP on http://%s/ for %s", Version, ln.Addr(), o.sessionFile)
+	a.note("compact-host %s: MCP on http://%s/ for %s", Version, ln.Addr(), what)
 	return serveUntilDone(ctx, a, hs, ln, 10*time.Second)
 }
 

@@ -43,6 +43,9 @@ type proxyOptions struct {
 	policy           string
 	coldShare        float64
 	cacheTTL         time.Duration
+	mcp              bool
+	recallHint       string
+	keepOriginals    bool
 }
 
 // websocketMode is --websockets, or forward for the deprecated
@@ -120,7 +123,19 @@ Metrics (Prometheus text format) are at /_compact-host/metrics on the
 listen address, a path no provider uses; --metrics-token-env protects them
 with a bearer token. Logs carry a conversation ID, never content or keys:
 every line passes one redaction of the request's own credentials and of
-anything shaped like a key, upstream errors quoted back included.`,
+anything shaped like a key, upstream errors quoted back included.
+
+A summary names what it folded with markers ([recall:s-…] for the folded
+messages, [recall:t-…] for each large tool output), and the proxy keeps the
+originals in --store (--keep-originals, on by default), scoped by tenant and
+conversation, within the store's size limit (max_session_bytes) and expiry.
+--mcp serves the recall and search tools over them at /_compact-host/mcp
+(MCP over streamable HTTP): the agent sends the same credential it sends
+upstream (x-api-key, Authorization...) and reads only its own tenant's
+originals; a marker finds its own conversation. --recall-hint auto (the
+default) ends every summary with a line naming the tools when --mcp is on,
+and never otherwise, so no request names a tool the agent lacks; on adds it
+for an agent that runs 'compact-host mcp --conversation' itself; off never does.`,
 		Example: `  # Claude Code, with compaction at its own threshold:
   compact-host proxy --upstream https://api.anthropic.com &
   ANTHROPIC_BASE_URL=http://127.0.0.1:8378 claude
@@ -139,7 +154,12 @@ anything shaped like a key, upstream errors quoted back included.`,
   # A local Ollama model the catalog does not know: say its window.
   compact-host proxy --upstream http://localhost:11434 --context-window 32768
 
-  curl -s http://127.0.0.1:8378/_compact-host/metrics | grep compact_host_proxy_compactions`,
+  curl -s http://127.0.0.1:8378/_compact-host/metrics | grep compact_host_proxy_compactions
+
+  # Claude Code with the recall tools served by the proxy: claude --mcp-config mcp.json,
+  #   {"mcpServers":{"compact-host":{"type":"http","url":"http://127.0.0.1:8378/_compact-host/mcp",
+  #     "headers":{"x-api-key":"${ANTHROPIC_API_KEY}"}}}}
+  compact-host proxy --upstream https://api.anthropic.com --mcp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runProxy(cmd.Context(), g, o) },
 	}
@@ -166,6 +186,9 @@ anything shaped like a key, upstream errors quoted back included.`,
 	fl.DurationVar(&o.wsIdleTimeout, "websocket-idle-timeout", proxy.DefaultWebSocketIdleTimeout, "close a relayed WebSocket (1001) after this long with nothing sent either way")
 	fl.BoolVar(&o.forwardWS, "forward-websockets", false, "forward Responses API WebSockets uncompacted")
 	_ = fl.MarkDeprecated("forward-websockets", "use --websockets forward")
+	fl.BoolVar(&o.mcp, "mcp", false, "serve the recall and search tools (MCP over streamable HTTP) at /_compact-host/mcp, for the tenant of the credential each request sends")
+	fl.StringVar(&o.recallHint, "recall-hint", "auto", "end every summary with a line naming the recall tools: auto (when --mcp is on), on (the agent runs 'compact-host mcp --conversation' itself) or off")
+	fl.BoolVar(&o.keepOriginals, "keep-originals", true, "keep what compactions fold in --store, so that the summaries' markers can be recalled (--mcp, 'compact-host mcp --conversation')")
 	fl.StringVar(&o.policy, "policy", host.PolicyThreshold, "when to compact: threshold (past the gate's share) or cache-aware (past --cold-share once the conversation's prompt cache has expired; a warm cache only halfway from the gate's share to its emergency share)")
 	fl.Float64Var(&o.coldShare, "cold-share", 0.5, "with --policy cache-aware: the share of the budget past which a conversation whose cache expired is compacted")
 	fl.DurationVar(&o.cacheTTL, "cache-ttl", 5*time.Minute, "how long the provider keeps a prompt cache without a request, when a request's cache_control names no ttl (5m or 1h)")
@@ -224,6 +247,9 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		return usageError{fmt.Errorf("--cold-share %g: want a share above 0, at most 1", o.coldShare)}
 	}
 	hc.Policy, hc.ColdShare, hc.CacheTTL = o.policy, o.coldShare, o.cacheTTL
+	if hc.RecallHint, err = o.recallHintOn(); err != nil {
+		return err
+	}
 	if o.engine.model == "" && a.cfg.Model == "" {
 		hc.Model = "" // each request's own model sizes its budget
 	}
@@ -244,7 +270,7 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		TenantKeyer: keyer, ShareCompactions: o.shareCompactions, MetricsToken: metricsToken,
 		BodyReadTimeout: o.bodyReadTimeout, BodyIdleTimeout: o.bodyIdleTimeout, MaxBodyReads: o.maxBodyReads,
 		ProviderTimeout: timeout, ProviderMaxRetries: retries, WebSockets: o.websocketMode(),
-		WebSocketIdleTimeout: o.wsIdleTimeout,
+		WebSocketIdleTimeout: o.wsIdleTimeout, MCP: o.mcp, DiscardOriginals: !o.keepOriginals,
 	})
 	if err != nil {
 		return withCode(ExitUsage, err)
@@ -267,6 +293,9 @@ func runProxy(ctx context.Context, g *globals, o *proxyOptions) error {
 		a.note("warning: --share-compactions: every client gets summaries made with other clients' keys, and can tell by the timing what others sent")
 	}
 	a.note("compact-host %s proxying http://%s to %s (metrics at http://%s%smetrics)", Version, ln.Addr(), up.Redacted(), ln.Addr(), proxy.AdminPrefix)
+	if o.mcp {
+		a.note("recall tools (MCP) at http://%s%s, for the credential each request sends", ln.Addr(), proxy.MCPPath)
+	}
 	// Agents stream long answers; give them a while, not forever.
 	return serveUntilDone(ctx, a, hs, ln, time.Minute)
 }

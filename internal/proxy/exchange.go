@@ -368,7 +368,7 @@ func (x *exchange) latest(ctx context.Context) *store.Record {
 // matches reports whether rec folds this request's first messages.
 func (x *exchange) matches(rec *store.Record) bool {
 	return rec != nil && rec.FoldedCount > 0 && rec.FoldedCount < len(x.raw.msgs) &&
-		x.prefixHash(rec.FoldedCount) == rec.PrefixHash
+		x.prefixHash(rec.FoldedCount) == rec.PrefixHash && x.hintAgrees(rec)
 }
 
 // apply splices rec into the request: everything outside messages and
@@ -789,6 +789,7 @@ func (x *exchange) put(ctx context.Context, rec *store.Record) error {
 		x.p.m.storeErrors.Inc()
 		x.log.Warn("the compaction could not be stored; later requests will compact again", "err", err)
 	}
+	x.keepOriginals(ctx, rec)
 	return nil
 }
 

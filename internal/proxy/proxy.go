@@ -153,6 +153,18 @@ type Options struct {
 	ProviderTimeout    time.Duration
 	ProviderMaxRetries int
 
+	// DiscardOriginals stops keeping what compactions fold. By default
+	// the original messages of every folded span are kept in Store's
+	// sessions (within its size limit and expiry), so that the markers
+	// of the proxy's summaries can be recalled: through MCP, or by
+	// `compact-host mcp --conversation`. On the default store (Store
+	// nil), which no other process reads, they are kept only with MCP.
+	DiscardOriginals bool
+	// MCP serves the recall tools at MCPPath, over the originals of the
+	// tenant of each request's credential. Set Config.RecallHint with
+	// it, so that summaries tell the model the tools exist.
+	MCP bool
+
 	// MaxConversations bounds the conversations whose prompt-cache state
 	// is kept. Default DefaultMaxConversations.
 	MaxConversations int
@@ -177,6 +189,7 @@ type Proxy struct {
 	warned  sync.Map // warnings given once, by subject
 	nWarned atomic.Int64
 	caches  *caches
+	mcp     http.Handler
 }
 
 // maxWarned bounds the subjects remembered by warnOnce: subjects come
@@ -212,6 +225,9 @@ func New(o Options) (*Proxy, error) {
 	}
 	if o.Store == nil {
 		o.Store = store.NewMemory()
+		// Originals in this process's memory serve its own MCP
+		// endpoint only: without it they would only grow.
+		o.DiscardOriginals = o.DiscardOriginals || !o.MCP
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
@@ -288,6 +304,12 @@ func New(o Options) (*Proxy, error) {
 		ErrorLog:      slog.NewLogLogger(logs, slog.LevelWarn),
 		ErrorHandler:  p.upstreamError,
 	}
+	if o.MCP {
+		var err error
+		if p.mcp, err = p.newMCPHandler(); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -301,6 +323,10 @@ func (p *Proxy) Close() error { return p.o.Store.Close() }
 // ServeHTTP forwards r upstream. Messages requests go through the gate
 // first; every other request passes untouched.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.mcp != nil && r.URL.Path == MCPPath {
+		p.mcp.ServeHTTP(w, r)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, AdminPrefix) {
 		p.admin(w, r)
 		return

@@ -208,14 +208,19 @@ func (b *lockedBuffer) String() string {
 
 // startProxy runs a proxy with config in front of upstream, as
 // `compact-host proxy --upstream <upstream> --compaction-model
-// realagent-summary-model` with config's flags does.
-func startProxy(t *testing.T, upstream string, config host.Config) *proxyRig {
+// realagent-summary-model` with config's flags does; edit sets more
+// options.
+func startProxy(t *testing.T, upstream string, config host.Config, edit ...func(*proxy.Options)) *proxyRig {
 	t.Helper()
 	up, err := url.Parse(upstream)
 	require.NoError(t, err)
 	rig := &proxyRig{logs: &lockedBuffer{}}
-	p, err := proxy.New(proxy.Options{Upstream: up, Config: config, Registry: builtinRegistry(t), CompactionModel: proxySummaryModel,
-		Logger: slog.New(slog.NewJSONHandler(rig.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	o := proxy.Options{Upstream: up, Config: config, Registry: builtinRegistry(t), CompactionModel: proxySummaryModel,
+		Logger: slog.New(slog.NewJSONHandler(rig.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	for _, e := range edit {
+		e(&o)
+	}
+	p, err := proxy.New(o)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -91,23 +91,63 @@ var toolOutputMarker = regexp.MustCompile(`(?m)^\[tool output ([^\]\s]+)\]\n`)
 // "[tool output ID]" line begins the output the file holds for that call.
 func checkRecalled(t *testing.T, original string, text string) {
 	t.Helper()
-	loc := toolOutputMarker.FindStringSubmatchIndex(text)
-	require.NotNil(t, loc, "no [tool output ID] line in the recalled text: %.300s", text)
-	id, got := text[loc[2]:loc[3]], text[loc[1]:]
+	id, got := recalledOutput(t, text)
 	want, ok := originalOutput(t, original, id)
 	require.True(t, ok, "the original file has no output of tool call %s", id)
 	require.NotEmpty(t, got)
-	// A long output's page ends with the server's note of the next page;
-	// Claude Code may add its own reminders after the tool's text.
-	if i := strings.Index(got, "\n[page 1 of "); i >= 0 {
-		got = got[:i]
-	} else if i := strings.Index(got, "\n<system-reminder>"); i >= 0 {
-		got = got[:i]
-	}
-	got = strings.TrimSuffix(got, "\n")
 	assert.GreaterOrEqual(t, len(got), min(len(want), 1024), "a marked tool output is 1 KB or more")
 	assert.True(t, strings.HasPrefix(want, got), "the recalled output of %s is not the original's (%d bytes recalled, %d original): %.200q", id, len(got), len(want), got)
 	t.Logf("recalled the output of %s: %d of its %d bytes on page 1", id, len(got), len(want))
+}
+
+// recalledOutput is the tool output in text, a recall answer's first
+// page: the call's ID from its "[tool output ID]" line, and the output
+// that follows, without the server's note of the next page or the
+// reminders Claude Code may add after the tool's text.
+func recalledOutput(t *testing.T, text string) (id, output string) {
+	t.Helper()
+	loc := toolOutputMarker.FindStringSubmatchIndex(text)
+	require.NotNil(t, loc, "no [tool output ID] line in the recalled text: %.300s", text)
+	id, output = text[loc[2]:loc[3]], text[loc[1]:]
+	if i := strings.Index(output, "\n[page 1 of "); i >= 0 {
+		output = output[:i]
+	} else if i := strings.Index(output, "\n<system-reminder>"); i >= 0 {
+		output = output[:i]
+	}
+	return id, strings.TrimSuffix(output, "\n")
+}
+
+// recallOnce scripts the upstream of a recall test: the first call that
+// offers tool and carries a [recall:t-…] marker is answered with a call of
+// tool on that marker (call ID id, the marker in *ref), every other call
+// with recallReply.
+func recallOnce(tool, id string, ref *string) func(int, []byte) []block {
+	return func(_ int, body []byte) []block {
+		if *ref == "" {
+			if m := toolMarker.FindSubmatch(body); m != nil && strings.Contains(string(body), `"name":"`+tool+`"`) {
+				*ref = string(m[1])
+				input, _ := json.Marshal(map[string]string{"ref": *ref})
+				return []block{{Type: "tool_use", ID: id, Name: tool, Input: input}}
+			}
+		}
+		return []block{{Type: "text", Text: recallReply}}
+	}
+}
+
+// recallAnswer is the text of the result of tool call id that a request
+// of calls carries, "" when none does; a failed call fails the test.
+func recallAnswer(t *testing.T, calls [][]byte, id string) string {
+	t.Helper()
+	answer := ""
+	for _, c := range calls {
+		for _, b := range toolResults(t, c) {
+			if b.ToolUseID == id {
+				require.False(t, b.IsError, "the recall tool failed: %s", b.Content)
+				answer = blockText(t, b.Content)
+			}
+		}
+	}
+	return answer
 }
 
 // originalOutput is the output a session file holds for a tool call: a
@@ -160,16 +200,7 @@ func TestClaudeCodeRecallsThroughMCP(t *testing.T) {
 
 	tool := "mcp__" + recallServer + "__recall"
 	var ref string
-	up := newScriptedAnthropic(t, func(n int, body []byte) []block {
-		if ref == "" {
-			if m := toolMarker.FindSubmatch(body); m != nil && strings.Contains(string(body), `"name":"`+tool+`"`) {
-				ref = string(m[1])
-				input, _ := json.Marshal(map[string]string{"ref": ref})
-				return []block{{Type: "tool_use", ID: "toolu_realagentrecall01", Name: tool, Input: input}}
-			}
-		}
-		return []block{{Type: "text", Text: recallReply}}
-	})
+	up := newScriptedAnthropic(t, recallOnce(tool, "toolu_realagentrecall01", &ref))
 	run, err := Resume(context.Background(), ClaudeCode, Options{Bin: bin, Session: path, Prompt: recallPrompt, Dir: dir, BaseURL: up.srv.URL,
 		// --mcp-config and --allowedTools take lists: the switch after
 		// them ends each, so the prompt stays a prompt.
@@ -185,32 +216,7 @@ func TestClaudeCodeRecallsThroughMCP(t *testing.T) {
 	assert.Contains(t, string(run.Stdout), recallReply)
 
 	// The request after the tool call carries the recall tool's answer.
-	var answer string
-	for _, c := range calls {
-		var req struct {
-			Messages []struct {
-				Content json.RawMessage `json:"content"`
-			} `json:"messages"`
-		}
-		require.NoError(t, json.Unmarshal(c, &req))
-		for _, m := range req.Messages {
-			var blocks []struct {
-				Type      string          `json:"type"`
-				ToolUseID string          `json:"tool_use_id"`
-				IsError   bool            `json:"is_error"`
-				Content   json.RawMessage `json:"content"`
-			}
-			if json.Unmarshal(m.Content, &blocks) != nil {
-				continue
-			}
-			for _, b := range blocks {
-				if b.Type == "tool_result" && b.ToolUseID == "toolu_realagentrecall01" {
-					require.False(t, b.IsError, "the recall tool failed: %s", b.Content)
-					answer = blockText(t, b.Content)
-				}
-			}
-		}
-	}
+	answer := recallAnswer(t, calls, "toolu_realagentrecall01")
 	require.NotEmpty(t, answer, "no request carried the recall tool's result")
 	text := recalledText(t, answer, ref)
 	require.NotEmpty(t, text)

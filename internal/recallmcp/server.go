@@ -66,12 +66,13 @@ func NewServer(src Source, version string) *mcp.Server {
 		Description: "Read the original messages or tool output that a [recall:REF] marker of the conversation's summary stands for, word for word. Give REF (e.g. s-1a2b… or t-3c4d…); long originals come in pages.",
 		Annotations: readOnly,
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in RecallInput) (*mcp.CallToolResult, any, error) {
-		x, err := src.Index(ctx)
+		ref := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(in.Ref), "[recall:"), "]")
+		x, err := indexFor(ctx, src, ref)
 		if err != nil {
 			return nil, nil, err
 		}
 		page := max(in.Page, 1)
-		p, err := x.Recall(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(in.Ref), "[recall:"), "]"), page)
+		p, err := x.Recall(ref, page)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -83,11 +84,7 @@ func NewServer(src Source, version string) *mcp.Server {
 		Description: "Search the conversation's original messages and tool outputs, including those the summary folded. Returns the best hits, each with a reference to recall and a snippet.",
 		Annotations: readOnly,
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in SearchInput) (*mcp.CallToolResult, any, error) {
-		x, err := src.Index(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		hits, err := x.Search(recall.Query{Text: in.Query, Regexp: in.Regexp, Limit: in.Limit})
+		hits, err := search(ctx, src, recall.Query{Text: in.Query, Regexp: in.Regexp, Limit: in.Limit})
 		if err != nil {
 			return nil, nil, err
 		}
