@@ -121,10 +121,11 @@ func (pol Policy) trigger() float64 {
 // between its calls and how much its prompt grew across them.
 type Growth struct {
 	// Gaps counts the pauses seen; Expired those longer than the TTL.
-	Gaps, Expired int
+	Gaps    int `json:"gaps"`
+	Expired int `json:"expired"`
 	// Tokens is what the prompt grew over those pauses; a prompt that
 	// shrank counts no growth.
-	Tokens int
+	Tokens int `json:"tokens"`
 }
 
 // Observe adds one pause of gap (0 when unknown), across which the prompt

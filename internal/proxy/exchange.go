@@ -456,7 +456,7 @@ func (x *exchange) configError(err error) error {
 // under the compaction point: chars/4 of the whole body, images at the
 // engine's flat price, is above what the engine would count.
 func (x *exchange) underBound() bool {
-	if x.p.o.Config.Tokenizer != "chars" || x.turn != nil && x.turn.cold {
+	if x.p.o.Config.Tokenizer != "chars" || x.turn != nil && x.turn.Cold {
 		return false
 	}
 	at, err := x.budget()
@@ -552,7 +552,11 @@ func (x *exchange) rawIndex(id string) int {
 
 // overhead is what the request carries beyond its messages: the tools.
 func (x *exchange) overhead() host.Request {
-	return host.Request{ToolSchemaTokens: x.eng.CountTokens(string(x.raw.field("tools"))), CacheCold: x.turn != nil && x.turn.cold}
+	req := host.Request{ToolSchemaTokens: x.eng.CountTokens(string(x.raw.field("tools")))}
+	if x.turn != nil {
+		req.CacheCold, req.Growth = x.turn.Cold, x.turn.Growth
+	}
+	return req
 }
 
 // overCompactionPoint reports whether the gate would compact.
