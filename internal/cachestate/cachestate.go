@@ -89,8 +89,11 @@ type Report struct {
 	// compaction it is the bill.
 	UncompactedUSD float64 `json:"uncompacted_usd"`
 	// CompactionsUSD is every compaction's own cost: its summary calls
-	// and the rewrite of the prompt it causes.
+	// and the rewrite of the prompt it causes. SummaryUSD is the summary
+	// calls alone, which the requests' bill does not hold (the rewrites
+	// are in it).
 	CompactionsUSD float64 `json:"compactions_usd"`
+	SummaryUSD     float64 `json:"summary_usd"`
 	// FreedTokens is what the compactions took out of the prompt.
 	FreedTokens int `json:"freed_tokens"`
 	// Compactions are the latest MaxCompactions compactions, oldest first.
@@ -233,6 +236,7 @@ func (c *Conversation) Compacted(at time.Time, ttl time.Duration, p cost.Prices,
 	cc := CompactionCost{Time: at, TokensBefore: before, TokensAfter: after, Warm: warm,
 		Compaction: cost.PriceCompaction(p, ttl, before, after, summaryUSD, warm)}
 	r.CompactionsUSD += cc.USD()
+	r.SummaryUSD += summaryUSD
 	r.FreedTokens += max(before-after, 0)
 	r.Pending = true
 	r.Compactions = append(r.Compactions, cc)
