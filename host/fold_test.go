@@ -23,26 +23,28 @@ func foldSession(t *testing.T, policy string, share float64) (*Engine, *Session,
 }
 
 // Under the cache-aware policy a gate compaction keeps what cost.Fold
-// chooses for the conversation's pauses: a cache that stays warm reads
-// what is kept at a tenth of the input price, so the configured keep is
-// kept; a cache that expires between calls writes it anew each time, so
-// less is kept, and the compaction leaves the context smaller.
-func TestCacheAwareFoldFollowsThePauses(t *testing.T) {
+// chooses for the conversation's growth and pauses. Before any pause is
+// seen that is the configured keep; once pauses are seen, the expected
+// cost per call grows with every token kept whether the cache stayed warm
+// or expired, so the fold keeps its floor, a quarter of the configured
+// keep, and the compaction leaves the context smaller.
+func TestCacheAwareFoldFollowsTheGrowth(t *testing.T) {
 	warm := cost.Growth{Gaps: 20, Tokens: 20 * 1500}
 	some := cost.Growth{Gaps: 20, Expired: 3, Tokens: 20 * 1500}
 	cold := cost.Growth{Gaps: 20, Expired: 20, Tokens: 20 * 1500}
 
 	e, s, _ := foldSession(t, PolicyCacheAware, 0.88)
 	base := e.Budget().KeepRecentTokens
-	keepWarm, keepSome, keepCold := e.KeepRecent(s, Request{Growth: warm}), e.KeepRecent(s, Request{Growth: some}), e.KeepRecent(s, Request{Growth: cold})
 	assert.Equal(t, base, e.KeepRecent(s, Request{}), "no pause seen: the configured keep")
-	assert.Equal(t, base, keepWarm, "a warm cache keeps the configured keep")
-	assert.Less(t, keepSome, keepWarm, "3 pauses of 20 expired")
-	assert.Less(t, keepCold, keepSome, "every pause expired")
-	assert.GreaterOrEqual(t, keepCold, base/4, "never under a quarter of the configured keep")
+	for name, g := range map[string]cost.Growth{"warm": warm, "some expired": some, "all expired": cold} {
+		assert.Equal(t, base/4, e.KeepRecent(s, Request{Growth: g}), name)
+	}
+	// A model the catalog does not price keeps the configured keep.
+	unpriced := newEngine(t, Config{ContextWindow: 100000, MaxOutputTokens: 10000, Policy: PolicyCacheAware})
+	assert.Equal(t, unpriced.Budget().KeepRecentTokens, unpriced.KeepRecent(unpriced.NewSession(), Request{Growth: cold}))
 
 	after := map[string]int{}
-	for name, g := range map[string]cost.Growth{"warm": warm, "cold": cold} {
+	for name, g := range map[string]cost.Growth{"none seen": {}, "seen": some} {
 		e, s, rec := foldSession(t, PolicyCacheAware, 0.88)
 		d, err := e.EnsureFits(ctx, s, Request{Growth: g})
 		require.NoError(t, err)
@@ -52,13 +54,13 @@ func TestCacheAwareFoldFollowsThePauses(t *testing.T) {
 		after[name] = d.TokensAfter
 		// What was kept verbatim is the fold's choice, to a message.
 		kept := s.ContextTokens() - s.summaryTokens()
-		want := keepCold
-		if name == "warm" {
-			want = keepWarm
+		want := base
+		if g.Gaps > 0 {
+			want = base / 4
 		}
 		assert.InDelta(t, want, kept, 1500, "%s: kept %d verbatim, the fold chose %d", name, kept, want)
 	}
-	assert.Less(t, after["cold"], after["warm"], "the expired cache's compaction leaves less")
+	assert.Less(t, after["seen"], after["none seen"], "the fold leaves less")
 }
 
 // The threshold policy keeps KeepRecentTokens whatever the pauses: the

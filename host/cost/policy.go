@@ -139,24 +139,17 @@ func (g *Growth) Observe(gap, ttl time.Duration, grew int) {
 }
 
 // Fold is the prompt, in tokens, a compaction of a prompt of prompt tokens
-// should leave, given what the conversation has shown (g) of its growth
-// per call and of how often its cache expired between calls.
-//
-// In money alone less is always cheaper: every term of the calls to come
-// (the reads of what is kept, its rewrite now, the next summary call per
-// call) grows with what is kept, so a pure cost minimum is the least keep
-// whatever the pauses. What is kept verbatim is there for the agent, and
-// pol.Kept is what the configuration chose for that. Fold keeps as much of
-// it as costs per call no more than pol.Kept does on a cache that stays
-// warm: the kept history is read at the cache-read price while the cache
-// is warm and written anew at the write price after each expiry, and its
-// rewrite now is spread over the calls until the next compaction. A
-// conversation whose cache stays warm keeps pol.Kept; one whose pauses
-// outlive the TTL keeps less, down to MinKeep, since each token it keeps
-// is billed as a write on most calls. Until g has seen a pause, Fold keeps
-// pol.Kept. What it returns is at least the head, the summary and MinKeep,
-// at most pol.Kept, and frees at least MinSavings of the prompt when it
-// can.
+// should leave so that the expected cost per call until the next
+// compaction is lowest. Keeping more makes every later call read a larger
+// prefix, rewrites more now, and brings the next compaction (its summary
+// call and its rewrite) sooner; the calls to come are expected to grow the
+// prompt as g's did and to find the cache expired as often. Every term of
+// that cost grows with what is kept, whatever the growth and the share of
+// expired pauses, so once g has seen a pause Fold returns its floor: the
+// head, the summary and MinKeep (the least the configuration lets a fold
+// keep, which is what stands for the agent's need of recent history).
+// Until g has seen a pause, Fold keeps pol.Kept. What it returns frees at
+// least MinSavings of the prompt when it can.
 func Fold(p Prices, ttl time.Duration, pol Policy, g Growth, prompt int) int {
 	lo := pol.Head + pol.SummaryTokens + pol.MinKeep
 	if g.Gaps == 0 || g.Tokens == 0 {
@@ -165,7 +158,7 @@ func Fold(p Prices, ttl time.Duration, pol Policy, g Growth, prompt int) int {
 	growth := float64(g.Tokens) / float64(g.Gaps)
 	cold := float64(g.Expired) / float64(g.Gaps)
 	trigger := pol.trigger()
-	hi := min(pol.Kept, int(trigger-growth), int((1-pol.MinSavings)*float64(prompt)))
+	hi := min(int(trigger-growth), int((1-pol.MinSavings)*float64(prompt)))
 	if hi <= lo {
 		return lo
 	}
@@ -173,23 +166,30 @@ func Fold(p Prices, ttl time.Duration, pol Policy, g Growth, prompt int) int {
 	if ttl >= TTL1h {
 		write = p.CacheWrite1h
 	}
-	fixed := pol.Head + pol.SummaryTokens
-	// carry is what keeping verbatim tokens costs per call when a share
-	// expired of the pauses find the cache cold.
-	carry := func(verbatim int, expired float64) float64 {
-		calls := max(1, (trigger-float64(fixed+verbatim))/growth)
-		x := float64(verbatim)
-		return x*((1-expired)*p.CacheRead+expired*write) + x*write/calls
+	head, summary := float64(pol.Head), float64(pol.SummaryTokens)
+	// The summary call at the next compaction, which folds the prompt at
+	// the trigger.
+	rate := func(kept float64) float64 {
+		calls := max(1, (trigger-kept)/growth)
+		mean := (kept + trigger) / 2
+		perCall := (1-cold)*(mean*p.CacheRead+growth*write) + cold*mean*write
+		rewrite := (1-cold)*(head*p.CacheRead+(kept-head)*write) + cold*kept*write
+		folded := (trigger - kept) * p.Input
+		summaryCall := summary*p.Output + folded
+		if pol.CachedSummary {
+			summaryCall = summary*p.Output + (1-cold)*min(trigger*p.CacheRead, folded) + cold*folded
+		}
+		return perCall + (rewrite+summaryCall)/calls
 	}
-	budget := carry(max(pol.Kept-fixed, 0), 0)
 	const steps = 64
-	for i := steps; i > 0; i-- {
+	best, bestRate := lo, rate(float64(lo))
+	for i := 1; i <= steps; i++ {
 		k := lo + (hi-lo)*i/steps
-		if carry(k-fixed, cold) <= budget {
-			return k
+		if r := rate(float64(k)); r < bestRate {
+			best, bestRate = k, r
 		}
 	}
-	return lo
+	return best
 }
 
 // Outcome is a conversation's cost under a policy.

@@ -191,47 +191,37 @@ func TestReplayKeepsTheHeadOfARewrittenPrompt(t *testing.T) {
 	assert.InDelta(t, 0.375+0.02325+0.1125, cost.Replay(sonnet, cost.TTL5m, calls).USD, 1e-12)
 }
 
-// Fold keeps what the configuration asks while the cache stays warm, and
-// less the more of the pauses outlive the TTL: each kept token is then
-// written anew on most calls. A conversation whose every pause outlives
-// the TTL bills less folded than with the fixed keep.
-func TestFoldFollowsThePauses(t *testing.T) {
-	pol := cost.Policy{Budget: 160_000, CompactAt: 0.85, Kept: 90_000, SummaryTokens: 8_000, Head: 10_000, MinKeep: 5_000, CachedSummary: true, MinSavings: 0.1}
-	least := pol.Head + pol.SummaryTokens + pol.MinKeep
-	fold := func(expired int) int {
-		return cost.Fold(opus, cost.TTL5m, pol, cost.Growth{Gaps: 10, Expired: expired, Tokens: 15_000}, 136_000)
-	}
-	assert.Equal(t, pol.Kept, fold(0), "a warm cache keeps what the configuration asks")
-	some, all := fold(2), fold(10)
-	assert.Less(t, some, pol.Kept)
-	assert.Greater(t, some, least)
-	assert.Less(t, all, some)
-	assert.GreaterOrEqual(t, all, least)
-	// By hand: the warm reference carries 72k verbatim tokens at a read
-	// ($0.50/M) plus their rewrite spread over (136k-90k)/1.5k calls,
-	// 72k*(0.5+6.25/30.7) = 50,659 $/M per call; with every pause expired a
-	// kept token is a write ($6.25/M) on every call, and x*(6.25 +
-	// 6.25*1.5k/(118k-x)) meets that budget at x = 8.0k: a prompt of 26k,
-	// to Fold's step of (90k-23k)/64.
-	assert.InDelta(t, 26_000, all, 1_050)
-
-	// With nothing seen yet, Fold keeps Kept.
-	assert.Equal(t, pol.Kept, cost.Fold(opus, cost.TTL5m, pol, cost.Growth{}, 136_000))
-	// Growth that outruns the window leaves no choice but the least.
-	assert.Equal(t, least, cost.Fold(opus, cost.TTL1h, pol, cost.Growth{Gaps: 1, Tokens: 200_000}, 136_000))
-
+// A long conversation at a steady pace: folding to what Fold chooses
+// bills less than keeping the gate's fixed share, and Fold stays within
+// its bounds.
+func TestFoldBillsLessThanAFixedKeep(t *testing.T) {
 	t0 := time.Date(2026, 2, 8, 11, 0, 0, 0, time.UTC)
 	var calls []cost.Call
 	for i := range 300 {
-		calls = append(calls, cost.Call{Time: t0.Add(time.Duration(i) * 6 * time.Minute), PromptTokens: 10_000 + 1_500*i, OutputTokens: 200})
+		calls = append(calls, cost.Call{Time: t0.Add(time.Duration(i) * 30 * time.Second), PromptTokens: 10_000 + 1_500*i, OutputTokens: 200})
 	}
-	fixed, err := cost.Simulate(opus, cost.TTL5m, calls, pol)
+	pol := cost.Policy{Budget: 160_000, CompactAt: 0.85, Kept: 90_000, SummaryTokens: 8_000, Head: 10_000, MinKeep: 5_000, CachedSummary: true, MinSavings: 0.1}
+	fixed, err := cost.Simulate(opus, cost.TTL1h, calls, pol)
 	require.NoError(t, err)
 	pol.Fold = true
-	folded, err := cost.Simulate(opus, cost.TTL5m, calls, pol)
+	folded, err := cost.Simulate(opus, cost.TTL1h, calls, pol)
 	require.NoError(t, err)
 	assert.Less(t, folded.USD, fixed.USD)
 	assert.Zero(t, folded.Overflows)
+
+	g := cost.Growth{Gaps: 10, Tokens: 15_000}
+	k := cost.Fold(opus, cost.TTL1h, pol, g, 136_000)
+	assert.GreaterOrEqual(t, k, pol.Head+pol.SummaryTokens+pol.MinKeep)
+	assert.LessOrEqual(t, k, int(0.9*136_000))
+	// With nothing seen yet, Fold keeps Kept.
+	assert.Equal(t, pol.Kept, cost.Fold(opus, cost.TTL1h, pol, cost.Growth{}, 136_000))
+	// Each term of the expected cost grows with the keep, so the least is
+	// chosen whatever the pauses: all warm, some expired, all expired.
+	for _, expired := range []int{0, 3, 10} {
+		assert.Equal(t, pol.Head+pol.SummaryTokens+pol.MinKeep, cost.Fold(opus, cost.TTL1h, pol, cost.Growth{Gaps: 10, Expired: expired, Tokens: 15_000}, 136_000))
+	}
+	// Growth that outruns the window leaves no choice but the least.
+	assert.Equal(t, pol.Head+pol.SummaryTokens+pol.MinKeep, cost.Fold(opus, cost.TTL1h, pol, cost.Growth{Gaps: 1, Tokens: 200_000}, 136_000))
 }
 
 func TestGrowthCountsExpiredPauses(t *testing.T) {
