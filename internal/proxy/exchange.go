@@ -559,6 +559,12 @@ func (x *exchange) overhead() host.Request {
 	return req
 }
 
+// planOptions plan what the gate's compaction folds: the recent history it
+// keeps is the policy's for the conversation's growth (Engine.KeepRecent).
+func (x *exchange) planOptions() host.CompactOptions {
+	return host.CompactOptions{KeepRecentTokens: x.eng.KeepRecent(x.sess, x.overhead())}
+}
+
 // overCompactionPoint reports whether the gate would compact.
 func (x *exchange) overCompactionPoint() bool {
 	return x.due() != ""
@@ -705,7 +711,7 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 	// A compaction of this very prefix may be stored under another
 	// conversation head (a fork): reuse it rather than pay again.
 	if over == nil {
-		if plan, err := x.eng.Plan(x.sess, host.CompactOptions{}); err == nil {
+		if plan, err := x.eng.Plan(x.sess, x.planOptions()); err == nil {
 			if cut := x.rawIndex(plan.FirstKeptID); cut > 0 && (x.rec == nil || cut > x.rec.FoldedCount) {
 				sctx, cancel := context.WithTimeout(ctx, x.p.o.StoreTimeout)
 				rec, err := x.p.o.Store.Get(sctx, x.recordKey(x.prefixHash(cut)))
@@ -799,7 +805,7 @@ func (x *exchange) put(ctx context.Context, rec *store.Record) error {
 func (x *exchange) lockName(overflow bool) string {
 	cut := len(x.raw.msgs)
 	if !overflow {
-		if plan, err := x.eng.Plan(x.sess, host.CompactOptions{}); err == nil {
+		if plan, err := x.eng.Plan(x.sess, x.planOptions()); err == nil {
 			if c := x.rawIndex(plan.FirstKeptID); c > 0 {
 				cut = c
 			}
