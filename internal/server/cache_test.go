@@ -203,3 +203,16 @@ func TestSessionCacheIgnoresImplausibleUsage(t *testing.T) {
 	assert.Nil(t, c.LastRequest)
 	assert.Empty(t, c.Misses)
 }
+
+// With tokens set, /metrics wants one like every endpoint but /healthz
+// and /openapi.json; it answers only GET.
+func TestMetricsNeedAToken(t *testing.T) {
+	_, ts := start(t, func(o *Options) { o.Tokens = []Token{{Name: "a", Secret: "metrics-token-a"}} })
+	call(t, ts, http.MethodGet, "/metrics", nil).wantError(t, http.StatusUnauthorized, CodeUnauthorized)
+	call(t, ts, http.MethodGet, "/metrics", nil, "Authorization", "Bearer wrong").wantError(t, http.StatusUnauthorized, CodeUnauthorized)
+	r := call(t, ts, http.MethodGet, "/metrics", nil, "Authorization", "Bearer metrics-token-a")
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Contains(t, string(r.Body), cachestate.MetricName+`{reason="cold_start"} 0`)
+	assert.NotContains(t, string(r.Body), "tenant")
+	call(t, ts, http.MethodPost, "/metrics", nil, "Authorization", "Bearer metrics-token-a").wantError(t, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+}
