@@ -241,13 +241,13 @@ func (s *Session) contextAfter(cut int, c Compaction) int {
 // previous one (the target size, the latest request), must be at least
 // MinSavings of the request. Compacting for less would leave the context
 // where it was, and the next check would compact again.
-func (e *Engine) worthCompacting(s *Session, used, overhead int) bool {
+func (e *Engine) worthCompacting(s *Session, used, overhead, keep int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.backoffUntil > 0 && s.cum[len(s.msgs)] < s.backoffUntil {
 		return false
 	}
-	cut := s.findCut(s.viewStart, e.keepFor(0), e.cfg.MinKeepMessages)
+	cut := s.findCut(s.viewStart, e.keepFor(keep), e.cfg.MinKeepMessages)
 	if cut <= s.viewStart {
 		return false
 	}

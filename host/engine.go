@@ -194,6 +194,12 @@ type Request struct {
 	// last request is older than the cache's TTL. The cache-aware policy
 	// compacts early then, since the whole prompt is written anew anyway.
 	CacheCold bool
+	// Growth is what the conversation has shown of its pauses and growth
+	// between model calls (the caller's cache state tracks it). Under the
+	// cache-aware policy a gate compaction keeps what cost.Fold finds
+	// cheapest for it; without pauses seen it keeps KeepRecentTokens.
+	// The threshold policy ignores it.
+	Growth cost.Growth
 }
 
 // Action is what a gate check did.
@@ -260,11 +266,12 @@ func (e *Engine) EnsureFits(ctx context.Context, s *Session, req Request) (Decis
 		return Decision{TokensBefore: used, TokensAfter: used, Budget: budget, Fits: true}, nil
 	}
 	s.mu.Unlock()
-	return e.act(ctx, s, overhead, used, req.CacheCold)
+	return e.act(ctx, s, overhead, used, req)
 }
 
 // act is the gate above the prune threshold.
-func (e *Engine) act(ctx context.Context, s *Session, overhead, before int, cold bool) (Decision, error) {
+func (e *Engine) act(ctx context.Context, s *Session, overhead, before int, req Request) (Decision, error) {
+	cold := req.CacheCold
 	budget := float64(e.budget.Load())
 	d := Decision{TokensBefore: before, Budget: int(budget)}
 	measure := func() int {
@@ -281,6 +288,7 @@ func (e *Engine) act(ctx context.Context, s *Session, overhead, before int, cold
 	}
 	used := measure()
 	if !e.cfg.DisableCompaction && (force || e.Policy().Due(used, cold) != "") {
+		keep := e.KeepRecent(s, req)
 		switch {
 		case float64(used) >= e.cfg.emergencyAt*budget:
 			// Over the budget any gain counts; under it, dropping
@@ -296,8 +304,12 @@ func (e *Engine) act(ctx context.Context, s *Session, overhead, before int, cold
 			if err == nil {
 				d.Action = ActionEmergency
 			}
-		case force || e.worthCompacting(s, used, overhead):
-			res, err := e.compact(ctx, s, compactOptions{overhead: overhead})
+		case force || e.worthCompacting(s, used, overhead, keep):
+			opts := compactOptions{overhead: overhead}
+			if !force {
+				opts.KeepRecentTokens = keep
+			}
+			res, err := e.compact(ctx, s, opts)
 			if err != nil && !errors.Is(err, ErrNothingToFold) {
 				return d, err
 			}

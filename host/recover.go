@@ -44,7 +44,7 @@ func (e *Engine) RecoverOverflow(ctx context.Context, s *Session, callErr error)
 	s.mu.Lock()
 	used := e.calibrated(s.contextTokens() + overhead)
 	s.mu.Unlock()
-	d, err := e.act(ctx, s, overhead, used, false)
+	d, err := e.act(ctx, s, overhead, used, Request{ToolSchemaTokens: overhead})
 	if err != nil {
 		return false, err
 	}

@@ -401,12 +401,19 @@ class SessionTest(unittest.TestCase):
         revision = created["revision"]
         # The agent sends each turn's new messages only.
         actions = []
+        reports = 0
         at = 4
         while at < len(msgs):
             end = at + 1
             while end < len(msgs) and msgs[end]["role"] != "assistant":
                 end += 1
-            up = self.client.append_messages("py-chat-1", msgs[at:end], if_revision=revision)
+            # The client reports each call's usage on its reply.
+            batch = [dict(m) for m in msgs[at:end]]
+            for m in batch:
+                if m["role"] == "assistant":
+                    m["usage"] = {"input_tokens": 5, "cache_write_tokens": 400, "output_tokens": 50}
+                    reports += 1
+            up = self.client.append_messages("py-chat-1", batch, if_revision=revision)
             self.assertEqual(up["appended"], end - at)
             self.assertGreater(up["revision"], revision)
             revision = up["revision"]
@@ -424,6 +431,14 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(view["messages"][0]["role"], "system")
         self.assertIn("Turn 7 is done", json.dumps(view["messages"]))
         self.assertLess(len(view["messages"]), len(msgs))
+        cache = view["cache"]
+        self.assertEqual(cache["requests"], reports)
+        self.assertEqual(cache["misses"]["cold_start"], 1)
+        self.assertEqual(cache["cache_ttl"], "5m")
+        self.assertEqual(cache["cost"]["bill"]["cache_write_5m_tokens"], 400 * reports)
+        self.assertEqual(len(cache["cost"]["compactions"]), view["compactions"])
+        samples = self.client.metrics()
+        self.assertGreaterEqual(samples['compact_host_proxy_cache_misses_total{reason="cold_start"}'], 1)
 
         anthropic = self.client.get_session("py-chat-1", output_format="anthropic")
         self.assertIn("careful coding agent", json.dumps(anthropic["system"]))

@@ -246,3 +246,24 @@ func PriceCompaction(p Prices, ttl time.Duration, tokensBefore, tokensAfter int,
 	}
 	return c
 }
+
+// Replayer is Replay a call at a time, for a conversation whose calls
+// arrive one by one. Its fields are the cache's state, kept (as JSON)
+// between calls; the zero value with TTL set is a conversation that has
+// sent nothing.
+type Replayer struct {
+	TTL time.Duration `json:"ttl"`
+	// Sent says a prompt was sent; Prev is its size and Last its time.
+	Sent bool      `json:"sent,omitempty"`
+	Prev int       `json:"prev_tokens,omitempty"`
+	Last time.Time `json:"last,omitzero"`
+}
+
+// Send is the request call is billed as, as Replay bills it after the
+// calls sent so far.
+func (r *Replayer) Send(call Call) Request {
+	c := promptCache{ttl: r.TTL, sent: r.Sent, prev: r.Prev, last: r.Last}
+	req := c.send(call)
+	r.Sent, r.Prev, r.Last = c.sent, c.prev, c.last
+	return req
+}

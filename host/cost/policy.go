@@ -125,10 +125,11 @@ func (pol Policy) trigger() float64 {
 // between its calls and how much its prompt grew across them.
 type Growth struct {
 	// Gaps counts the pauses seen; Expired those longer than the TTL.
-	Gaps, Expired int
+	Gaps    int `json:"gaps"`
+	Expired int `json:"expired"`
 	// Tokens is what the prompt grew over those pauses; a prompt that
 	// shrank counts no growth.
-	Tokens int
+	Tokens int `json:"tokens"`
 }
 
 // Observe adds one pause of gap (0 when unknown), across which the prompt
@@ -144,12 +145,15 @@ func (g *Growth) Observe(gap, ttl time.Duration, grew int) {
 // Fold is the prompt, in tokens, a compaction of a prompt of prompt tokens
 // should leave so that the expected cost per call until the next
 // compaction is lowest. Keeping more makes every later call read a larger
-// prefix and rewrites more now; keeping less brings the next compaction
-// (its summary call and its rewrite) sooner. The calls to come are
-// expected to grow the prompt as g's did and to find the cache expired as
-// often; until g has seen a pause, Fold keeps pol.Kept. What it returns is
-// at least the head, the summary and MinKeep, and frees at least
-// MinSavings of the prompt when it can.
+// prefix, rewrites more now, and brings the next compaction (its summary
+// call and its rewrite) sooner; the calls to come are expected to grow the
+// prompt as g's did and to find the cache expired as often. Every term of
+// that cost grows with what is kept, whatever the growth and the share of
+// expired pauses, so once g has seen a pause Fold returns its floor: the
+// head, the summary and MinKeep (the least the configuration lets a fold
+// keep, which is what stands for the agent's need of recent history).
+// Until g has seen a pause, Fold keeps pol.Kept. What it returns frees at
+// least MinSavings of the prompt when it can.
 func Fold(p Prices, ttl time.Duration, pol Policy, g Growth, prompt int) int {
 	lo := pol.Head + pol.SummaryTokens + pol.MinKeep
 	if g.Gaps == 0 || g.Tokens == 0 {

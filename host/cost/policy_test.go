@@ -226,6 +226,11 @@ func TestFoldBillsLessThanAFixedKeep(t *testing.T) {
 	assert.LessOrEqual(t, k, int(0.9*136_000))
 	// With nothing seen yet, Fold keeps Kept.
 	assert.Equal(t, pol.Kept, cost.Fold(opus, cost.TTL1h, pol, cost.Growth{}, 136_000))
+	// Each term of the expected cost grows with the keep, so the least is
+	// chosen whatever the pauses: all warm, some expired, all expired.
+	for _, expired := range []int{0, 3, 10} {
+		assert.Equal(t, pol.Head+pol.SummaryTokens+pol.MinKeep, cost.Fold(opus, cost.TTL1h, pol, cost.Growth{Gaps: 10, Expired: expired, Tokens: 15_000}, 136_000))
+	}
 	// Growth that outruns the window leaves no choice but the least.
 	assert.Equal(t, pol.Head+pol.SummaryTokens+pol.MinKeep, cost.Fold(opus, cost.TTL1h, pol, cost.Growth{Gaps: 1, Tokens: 200_000}, 136_000))
 }

@@ -90,13 +90,20 @@ an instruction. Each sub-agent's calls
 in a file are their own conversation; the start of the prompt the agent's
 own compactions left cached (its recorded reads) stays cached across every
 policy's compactions. Give --max-output-tokens the reply reserve the agent
-ran with to replay at its budget.`,
+ran with to replay at its budget. With --probes as well, each session that
+has a probe set is also fed, message by message, to the engine under each
+policy but agent (none: the gate at 99% of the budget), with the offline
+structured strategy, a gate before every model call (its time and the
+agent's overhead taken from the recorded calls), and the probes of each
+point are scored on what the model sees then: the policy's own summaries
+and what it kept verbatim.`,
 		Example: `  compact-host eval
   compact-host eval --context-window 32k --strategy structured --charts charts/ session.jsonl
   compact-host eval --json > eval.json
   compact-host eval --probes internal/eval/testdata/probes --min-score 85 --min-category 70
   compact-host eval --cost --context-window 100k --policy threshold --policy cache-aware
-  compact-host eval --cost --context-window 200k --max-output-tokens 32k session.jsonl`,
+  compact-host eval --cost --context-window 200k --max-output-tokens 32k session.jsonl
+  compact-host eval --cost --probes internal/eval/testdata/probes --context-window 128k --max-output-tokens 32k`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runEval(cmd.Context(), g, o, args) },
 	}
 	fl := cmd.Flags()
@@ -109,7 +116,7 @@ ran with to replay at its budget.`,
 	fl.BoolVar(&o.inProcess, "in-process", false, "run the built-in strategies linked in rather than as wasm")
 	fl.BoolVar(&o.truncateOutputs, "truncate-outputs", false, "cap tool results with the truncators before appending them")
 	fl.StringVar(&o.engine.pluginsDir, "plugins-dir", "", "directory of plugins, for strategies beyond the built-ins")
-	fl.StringVar(&o.probes, "probes", "", "score summaries against a probe file or a directory of them instead of replaying")
+	fl.StringVar(&o.probes, "probes", "", "score summaries against a probe file or a directory of them instead of replaying (with --cost: score each policy's own compactions)")
 	fl.Float64Var(&o.minScore, "min-score", 0, "with --probes: exit 6 when under this percentage of all probes is answered")
 	fl.Float64Var(&o.minCategory, "min-category", 0, "with --probes: exit 6 when any category scores under this percentage")
 	fl.BoolVar(&o.costMode, "cost", false, "replay the recorded model calls under compaction policies and report what they cost")
@@ -270,8 +277,8 @@ func runProbes(ctx context.Context, g *globals, o *evalOptions, opts eval.Option
 
 // runEvalCost is eval --cost.
 func runEvalCost(g *globals, o *evalOptions, args []string) error {
-	if o.probes != "" || len(o.strategies) > 0 || o.charts != "" || len(o.windows) > 1 {
-		return usageError{errors.New("--cost replays recorded calls at one window: give --context-window at most once, without --probes, --strategy or --charts")}
+	if len(o.strategies) > 0 || o.charts != "" || len(o.windows) > 1 {
+		return usageError{errors.New("--cost replays recorded calls at one window: give --context-window at most once, without --strategy or --charts")}
 	}
 	if !(o.coldShare > 0 && o.coldShare <= 1) {
 		return usageError{fmt.Errorf("--cold-share %g: want a share above 0, at most 1", o.coldShare)}
@@ -286,7 +293,7 @@ func runEvalCost(g *globals, o *evalOptions, args []string) error {
 		return err
 	}
 	opts := eval.CostOptions{Sessions: args, Policies: o.policies, Prices: costs.prices, TTL: costs.ttl, ColdShare: o.coldShare,
-		MaxOutputTokens: int(o.maxOutput), CompactionModel: o.compactionModel}
+		MaxOutputTokens: int(o.maxOutput), CompactionModel: o.compactionModel, Probes: o.probes}
 	if len(o.windows) == 1 {
 		opts.Window = o.windows[0]
 	}

@@ -63,6 +63,11 @@ type CostOptions struct {
 	// proxy asks by default. A summary call that resends the cached
 	// prompt is billed at the session's own model.
 	CompactionModel string
+	// Probes, when set, is a probe file or a directory of them: each
+	// session with a probe set is also replayed through the engine under
+	// each policy but agent, with the offline structured strategy, and its
+	// probes scored on what the policy leaves at each point.
+	Probes string
 }
 
 // CostReport is what eval --cost measured.
@@ -97,6 +102,9 @@ type CostSession struct {
 type PolicyCost struct {
 	Policy string `json:"policy"`
 	cost.Outcome
+	// Probe is the policy's probe score, with CostOptions.Probes, on the
+	// sessions that have a probe set.
+	Probe *PolicyProbes `json:"probe,omitempty"`
 }
 
 // RunCost replays each session's recorded calls, with their times and
@@ -128,8 +136,16 @@ func RunCost(opts CostOptions) (*CostReport, error) {
 	}
 	rep := &CostReport{}
 	totals := map[string]*PolicyCost{}
+	var pr *prober
+	if opts.Probes != "" {
+		var err error
+		if pr, err = newProber(opts.Probes); err != nil {
+			return nil, err
+		}
+		defer pr.close()
+	}
 	for _, path := range paths {
-		cs, skip, err := costSession(path, opts)
+		cs, skip, err := costSession(path, opts, pr)
 		if err != nil {
 			if named {
 				return nil, &SessionError{Path: path, Err: err}
@@ -170,7 +186,7 @@ func addBill(to *cost.Bill, b cost.Bill) {
 }
 
 // costSession replays one file; skip says why a file is not replayed.
-func costSession(path string, opts CostOptions) (cs *CostSession, skip string, err error) {
+func costSession(path string, opts CostOptions, pr *prober) (cs *CostSession, skip string, err error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, "", err
@@ -243,6 +259,11 @@ func costSession(path string, opts CostOptions) (cs *CostSession, skip string, e
 		}
 		cs.Policies = append(cs.Policies, total)
 	}
+	if pr != nil {
+		if err := pr.score(cs, path, reqs, model, b.ContextWindow, opts, ttl); err != nil {
+			return nil, "", err
+		}
+	}
 	return cs, "", nil
 }
 
@@ -304,6 +325,12 @@ func replayPolicy(name string, calls []cost.Call, prices, summaryPrices cost.Pri
 }
 
 func addOutcome(t *PolicyCost, pc PolicyCost) {
+	if pc.Probe != nil {
+		if t.Probe == nil {
+			t.Probe = &PolicyProbes{}
+		}
+		t.Probe.add(*pc.Probe)
+	}
 	t.USD += pc.USD
 	t.SummaryUSD += pc.SummaryUSD
 	t.Compactions += pc.Compactions
@@ -358,10 +385,14 @@ func (r *CostReport) WriteJSON(w io.Writer) error {
 // WriteTable writes a row per session and policy, then the totals.
 func (r *CostReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "session\tmodel\tcalls\tbudget\tttl\tbilled\tpolicy\tcost\tsummaries\tcompactions\tcached summaries\tprompt tokens\toverflows\t")
+	fmt.Fprintln(tw, "session\tmodel\tcalls\tbudget\tttl\tbilled\tpolicy\tcost\tsummaries\tcompactions\tcached summaries\tprompt tokens\toverflows\tprobes\t")
 	row := func(session, model, calls, budget, ttl, billed string, pc PolicyCost) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.2f\t$%.2f\t%d\t%d\t%s\t%d\t\n", session, model, calls, budget, ttl, billed,
-			pc.Policy, pc.USD, pc.SummaryUSD, pc.Compactions, pc.CachedSummaries, kilo(pc.PromptTokens), pc.Overflows)
+		probes := "-"
+		if pc.Probe != nil && pc.Probe.Probes > 0 {
+			probes = fmt.Sprintf("%d/%d %.1f%%", pc.Probe.Answered, pc.Probe.Probes, 100*pc.Probe.Score)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t$%.2f\t$%.2f\t%d\t%d\t%s\t%d\t%s\t\n", session, model, calls, budget, ttl, billed,
+			pc.Policy, pc.USD, pc.SummaryUSD, pc.Compactions, pc.CachedSummaries, kilo(pc.PromptTokens), pc.Overflows, probes)
 	}
 	for _, s := range r.Sessions {
 		for i, pc := range s.Policies {

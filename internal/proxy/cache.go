@@ -16,15 +16,15 @@ import (
 
 	"github.com/compact-host/compact-host/host/catalog"
 	"github.com/compact-host/compact-host/host/cost"
+	"github.com/compact-host/compact-host/internal/cachestate"
 )
 
-// Why a request found nothing of its conversation's prompt in the
-// provider's cache, for the cache_misses_total metric.
+// The miss reasons of the cache_misses_total metric.
 const (
-	missColdStart     = "cold_start"     // the conversation's first request
-	missTTLExpired    = "ttl_expired"    // the last request is older than the cache's TTL
-	missCompaction    = "compaction"     // a new compaction rewrote the prompt
-	missPrefixChanged = "prefix_changed" // the reads cover under 90% of what the last answer cached
+	missColdStart     = cachestate.ColdStart
+	missTTLExpired    = cachestate.TTLExpired
+	missCompaction    = cachestate.Compaction
+	missPrefixChanged = cachestate.PrefixChanged
 )
 
 // DefaultMaxConversations bounds the conversations whose cache state the
@@ -58,38 +58,14 @@ type convCache struct {
 	Tenant string `json:"-"`
 	ID     string `json:"id"`
 	Kind   string `json:"kind"`
-	Model  string `json:"model"`
-	// Requests counts the answers whose usage was read.
-	Requests    int       `json:"requests"`
-	LastRequest time.Time `json:"last_request"`
-	TTL         string    `json:"cache_ttl"`
-	ttl         time.Duration
-	// CachedTokens is the prompt the last answer left in the cache: its
-	// reads and writes (or, for providers that cache by themselves, its
-	// whole prompt).
-	CachedTokens int `json:"cached_tokens"`
-	// PromptTokens is the last request's whole prompt.
-	PromptTokens int `json:"prompt_tokens"`
+	cachestate.Conversation
 	// sentMessages counts the messages of the last request as it went
 	// upstream: where its cache breakpoint was.
 	sentMessages int
-	Compactions  int            `json:"compactions"`
-	Misses       map[string]int `json:"misses"`
-	// Bill is what the answers were billed, priced from the catalog (0
-	// USD for a model it does not price).
-	Bill cost.Bill `json:"bill"`
 }
 
 func newCaches(max int, ttl time.Duration, now func() time.Time, reg prometheus.Registerer) *caches {
-	c := &caches{max: max, ttl: ttl, now: now, byKey: map[string]*list.Element{}, lru: list.New()}
-	c.misses = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "compact_host_proxy", Name: "cache_misses_total",
-		Help: "Answers whose prompt was not read from the provider's cache, by reason: cold_start (a conversation's first request), ttl_expired (its last request is older than the cache's TTL), compaction (a new compaction rewrote the prompt), prefix_changed (the cache reads cover under 90% of what the last answer cached)."},
-		[]string{"reason"})
-	for _, r := range []string{missColdStart, missTTLExpired, missCompaction, missPrefixChanged} {
-		c.misses.WithLabelValues(r)
-	}
-	reg.MustRegister(c.misses)
-	return c
+	return &caches{max: max, ttl: ttl, now: now, byKey: map[string]*list.Element{}, lru: list.New(), misses: cachestate.NewMisses(reg)}
 }
 
 // turn is one request of a conversation on its way: what the cache state
@@ -100,15 +76,11 @@ type turn struct {
 	conv   string
 	kind   string
 	model  string
-	at     time.Time
-	ttl    time.Duration
-	// known is the miss reason known before the answer ("" when none);
-	// cold says the cache expired since the last request.
-	known string
-	cold  bool
+	cachestate.Turn
 	// cached and sentBefore are the prompt the previous answer left in
-	// the cache, in tokens, and the messages of the request it answered;
-	// sent counts this request's messages as they go.
+	// the cache, in tokens, and the messages of the request it answered,
+	// when that cache is warm; sent counts this request's messages as
+	// they go.
 	cached, sentBefore, sent int
 	// compacted is set when this request's prompt was rewritten by a new
 	// compaction.
@@ -123,20 +95,21 @@ var ttlOneHour = regexp.MustCompile(`"ttl"\s*:\s*"1h"`)
 // is body: it reads the TTL the body asks for and whether the cache is
 // cold.
 func (c *caches) begin(tenant, conv, kind, model string, body []byte) *turn {
-	t := &turn{c: c, tenant: tenant, conv: conv, kind: kind, model: model, at: c.now(), ttl: c.ttl}
+	ttl := c.ttl
 	if ttlOneHour.Match(body) {
-		t.ttl = cost.TTL1h
+		ttl = cost.TTL1h
 	}
+	t := &turn{c: c, tenant: tenant, conv: conv, kind: kind, model: model}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el := c.byKey[tenant+"\x00"+conv]
-	switch {
-	case el == nil:
-		t.known = missColdStart
-	case t.at.Sub(el.Value.(*convCache).LastRequest) > el.Value.(*convCache).ttl:
-		t.known, t.cold = missTTLExpired, true
-	default:
-		t.cached, t.sentBefore = el.Value.(*convCache).CachedTokens, el.Value.(*convCache).sentMessages
+	var state cachestate.Conversation
+	var sentBefore int
+	if el := c.byKey[tenant+"\x00"+conv]; el != nil {
+		state, sentBefore = el.Value.(*convCache).Conversation, el.Value.(*convCache).sentMessages
+	}
+	t.Turn = state.Begin(c.now(), ttl)
+	if t.Known == "" {
+		t.cached, t.sentBefore = state.CachedTokens, sentBefore
 	}
 	return t
 }
@@ -152,7 +125,7 @@ func (c *caches) finish(t *turn, u *cost.Request) {
 	key := t.tenant + "\x00" + t.conv
 	el := c.byKey[key]
 	if el == nil {
-		el = c.lru.PushFront(&convCache{Tenant: t.tenant, ID: t.conv, Kind: t.kind, Misses: map[string]int{}})
+		el = c.lru.PushFront(&convCache{Tenant: t.tenant, ID: t.conv, Kind: t.kind, Conversation: cachestate.Conversation{Misses: map[string]int{}}})
 		c.byKey[key] = el
 		for c.lru.Len() > c.max {
 			old := c.lru.Back()
@@ -164,35 +137,15 @@ func (c *caches) finish(t *turn, u *cost.Request) {
 		c.lru.MoveToFront(el)
 	}
 	cc := el.Value.(*convCache)
-	cc.Model, cc.LastRequest, cc.ttl = t.model, t.at, t.ttl
-	cc.TTL = map[bool]string{true: "1h", false: "5m"}[t.ttl >= cost.TTL1h]
-	reason := t.known
-	if reason == "" && t.compacted {
-		reason = missCompaction
+	var p cost.Prices
+	if m, ok := catalog.Lookup(t.model); ok {
+		p = m.Prices()
 	}
-	if t.compacted {
-		cc.Compactions++
-	}
+	// OpenAI and Gemini cache a prompt by themselves.
 	if u != nil {
-		if reason == "" && cc.CachedTokens > 0 && 10*u.CacheRead < 9*cc.CachedTokens {
-			reason = missPrefixChanged
-		}
-		cc.Requests++
 		cc.sentMessages = t.sent
-		cc.PromptTokens = u.PromptTokens()
-		cc.CachedTokens = u.CacheRead + u.CacheWrite5m + u.CacheWrite1h
-		if t.kind != KindAnthropic {
-			// OpenAI and Gemini cache a prompt by themselves.
-			cc.CachedTokens = cc.PromptTokens
-		}
-		var p cost.Prices
-		if m, ok := catalog.Lookup(t.model); ok {
-			p = m.Prices()
-		}
-		cc.Bill.Add(p, *u)
 	}
-	if reason != "" {
-		cc.Misses[reason]++
+	if reason := cc.Finish(t.Turn, t.model, p, u, t.kind != KindAnthropic, t.compacted); reason != "" {
 		c.misses.WithLabelValues(reason).Inc()
 	}
 }
@@ -208,12 +161,7 @@ func (c *caches) report(tenant, id string) []convCache {
 		if cc.Tenant != tenant || id != "" && cc.ID != id {
 			continue
 		}
-		cp := *cc
-		cp.Misses = make(map[string]int, len(cc.Misses))
-		for k, v := range cc.Misses {
-			cp.Misses[k] = v
-		}
-		out = append(out, cp)
+		out = append(out, convCache{Tenant: cc.Tenant, ID: cc.ID, Kind: cc.Kind, Conversation: cc.Clone()})
 	}
 	return out
 }

@@ -365,6 +365,14 @@ func TestCacheAwareCompactsAtTheExpiredGap(t *testing.T) {
 			assert.Equal(t, 1.0, misses(missTTLExpired))
 			if policy == host.PolicyThreshold {
 				assert.Zero(t, compactions("cache_expired")+compactions("gate"), "the threshold policy compacted under its point")
+				_, data := admin(t, srv.URL, "conversations", a.key)
+				var rep struct {
+					Conversations []convCache `json:"conversations"`
+				}
+				require.NoError(t, json.Unmarshal(data, &rep))
+				require.Len(t, rep.Conversations, 1)
+				assert.Equal(t, a.n-1, rep.Conversations[0].Growth.Gaps, "every pause seen")
+				assert.Equal(t, 1, rep.Conversations[0].Growth.Expired, "the ten-minute pause")
 				return
 			}
 			assert.Equal(t, 1.0, compactions("cache_expired"), "no compaction at the expired gap")
@@ -407,6 +415,11 @@ func TestCacheAwareCompactsAtTheExpiredGap(t *testing.T) {
 			assert.Equal(t, map[string]int{missColdStart: 1, missPrefixChanged: 1, missTTLExpired: 1, missCompaction: 1}, c.Misses)
 			assert.Equal(t, a.n, c.Requests)
 			assert.Equal(t, 2, c.Compactions)
+			// The growth the gate folds by: every pause but those before
+			// the two compacted requests, whose growth what they freed hides.
+			assert.Equal(t, a.n-3, c.Growth.Gaps)
+			assert.Zero(t, c.Growth.Expired, "the expired pause led to a compacted request")
+			assert.Positive(t, c.Growth.Tokens)
 			assert.Equal(t, "5m", c.TTL)
 			assert.Positive(t, c.Bill.CacheRead)
 			assert.Positive(t, c.Bill.USD)

@@ -52,7 +52,7 @@ var (
 // that costs less.
 func (x *exchange) cachedSummary(ctx context.Context, req *host.PromptSummaryRequest) (*host.PromptSummary, error) {
 	t := x.turn
-	if x.kind != KindAnthropic && x.kind != KindOpenAI || x.agentSummary != "" || t == nil || t.known != "" || t.cached <= 0 || t.sentBefore <= 0 {
+	if x.kind != KindAnthropic && x.kind != KindOpenAI || x.agentSummary != "" || t == nil || t.Known != "" || t.cached <= 0 || t.sentBefore <= 0 {
 		return nil, nil
 	}
 	if s := x.p.o.Config.Strategy; s != "" && s != host.DefaultStrategy {

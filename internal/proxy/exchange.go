@@ -460,7 +460,7 @@ func (x *exchange) configError(err error) error {
 // under the compaction point: chars/4 of the whole body, images at the
 // engine's flat price, is above what the engine would count.
 func (x *exchange) underBound() bool {
-	if x.p.o.Config.Tokenizer != "chars" || x.turn != nil && x.turn.cold {
+	if x.p.o.Config.Tokenizer != "chars" || x.turn != nil && x.turn.Cold {
 		return false
 	}
 	at, err := x.budget()
@@ -556,7 +556,17 @@ func (x *exchange) rawIndex(id string) int {
 
 // overhead is what the request carries beyond its messages: the tools.
 func (x *exchange) overhead() host.Request {
-	return host.Request{ToolSchemaTokens: x.eng.CountTokens(string(x.raw.field("tools"))), CacheCold: x.turn != nil && x.turn.cold}
+	req := host.Request{ToolSchemaTokens: x.eng.CountTokens(string(x.raw.field("tools")))}
+	if x.turn != nil {
+		req.CacheCold, req.Growth = x.turn.Cold, x.turn.Growth
+	}
+	return req
+}
+
+// planOptions plan what the gate's compaction folds: the recent history it
+// keeps is the policy's for the conversation's growth (Engine.KeepRecent).
+func (x *exchange) planOptions() host.CompactOptions {
+	return host.CompactOptions{KeepRecentTokens: x.eng.KeepRecent(x.sess, x.overhead())}
 }
 
 // overCompactionPoint reports whether the gate would compact.
@@ -702,7 +712,7 @@ func (x *exchange) compact(ctx context.Context, over *overflowError) error {
 	// A compaction of this very prefix may be stored under another
 	// conversation head (a fork): reuse it rather than pay again.
 	if over == nil {
-		if plan, err := x.eng.Plan(x.sess, host.CompactOptions{}); err == nil {
+		if plan, err := x.eng.Plan(x.sess, x.planOptions()); err == nil {
 			if cut := x.rawIndex(plan.FirstKeptID); cut > 0 && (x.rec == nil || cut > x.rec.FoldedCount) {
 				sctx, cancel := context.WithTimeout(ctx, x.p.o.StoreTimeout)
 				rec, err := x.p.o.Store.Get(sctx, x.recordKey(x.prefixHash(cut)))
@@ -801,7 +811,7 @@ func (x *exchange) put(ctx context.Context, rec *store.Record) error {
 func (x *exchange) lockName(overflow bool) string {
 	cut := len(x.raw.msgs)
 	if !overflow {
-		if plan, err := x.eng.Plan(x.sess, host.CompactOptions{}); err == nil {
+		if plan, err := x.eng.Plan(x.sess, x.planOptions()); err == nil {
 			if c := x.rawIndex(plan.FirstKeptID); c > 0 {
 				cut = c
 			}

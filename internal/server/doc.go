@@ -28,6 +28,10 @@
 //	  200 the OpenAPI 3.1 document of this API and of the proxy's admin
 //	      endpoints, for client generators
 //
+//	GET /metrics
+//	  200 Prometheus text: compact_host_proxy_cache_misses_total{reason},
+//	      the sessions' cache misses by reason, as the proxy counts them.
+//
 //	GET /v1/plugins
 //	  200 {"dir":"...","plugins":[{"name","source","path","loaded","kinds",
 //	      "categories","version","abi","description","overridden","error"}]}
@@ -130,10 +134,21 @@
 //
 //	GET /v1/sessions/{id}?output_format=canonical|anthropic|openai
 //	  200 {"id","revision","output_format","messages","system","tokens",
-//	       "compactions","summary","updated_at"}
+//	       "compactions","summary","updated_at","cache"}
 //	      messages: the compacted context as a JSON array to send as is
 //	      (canonical by default); system: Anthropic's system prompt, which
 //	      its messages cannot hold; summary: the latest compaction's.
+//	      cache: the prompt cache and cost, from the usage of the assistant
+//	      messages appended (each is a model call made at its append):
+//	      {"last_request","cache_ttl","cold","cached_tokens","prompt_tokens",
+//	       "requests","misses": by reason (cold_start, ttl_expired,
+//	       compaction, prefix_changed),"growth": {"gaps","expired","tokens"},
+//	       "cost": {"priced","bill","uncompacted_usd": the same calls without
+//	       the compactions,"summary_usd","compactions_usd","saved_usd",
+//	       "compactions": [{"time","tokens_before","tokens_after","warm",
+//	       "summary_usd","rewrite_usd","uncompacted_usd",
+//	       "saved_per_request_usd","break_even_requests"}]}}. Kept with the
+//	      session in the store: it survives compactions and restarts.
 //
 //	DELETE /v1/sessions/{id}
 //	  200 {"id","deleted":true}

@@ -18,7 +18,9 @@ import (
 	"testing"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/host/cost"
 	"github.com/compact-host/compact-host/host/formats"
+	"github.com/compact-host/compact-host/internal/cachestate"
 	"github.com/compact-host/compact-host/internal/proxy"
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
@@ -170,6 +172,8 @@ func TestOpenAPISchemasMatchTheWireTypes(t *testing.T) {
 		"CanonicalMessage": abi.Message{}, "Block": abi.Block{}, "Usage": abi.Usage{},
 		"SessionRequest": SessionRequest{}, "AppendRequest": AppendRequest{}, "SessionUpdate": SessionUpdate{},
 		"SessionView": SessionView{}, "SessionDeleted": SessionDeleted{},
+		"SessionCache": SessionCache{}, "SessionCost": SessionCost{}, "Growth": cost.Growth{}, "Bill": cost.Bill{},
+		"CompactionCost": cachestate.CompactionCost{},
 	} {
 		schema, ok := d.Comps.Schemas[name]
 		if !assert.True(t, ok, "no schema %s", name) {

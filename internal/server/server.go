@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/cost"
@@ -120,6 +122,10 @@ type Server struct {
 	// answers never name (public).
 	secrets []string
 	roots   []string
+	// reg holds the metrics of GET /metrics; misses counts the sessions'
+	// cache misses by reason.
+	reg    *prometheus.Registry
+	misses *prometheus.CounterVec
 }
 
 // route is an endpoint: its method, whether it needs a worker slot, and
@@ -207,10 +213,12 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent), store: opts.Store, sessions: sessions,
 		secrets: secrets, roots: privateRoots(opts.Registry.Dir(), storeDir(opts.Store)), keyer: opts.Tenants, tokens: tokens,
 		breakers: tenant.NewBreakers(breakerSettings(opts.Config))}
+	s.reg, s.misses = newMetrics()
 	s.routes = map[string]route{
 		"/healthz":      {method: http.MethodGet, open: true, handle: s.health},
 		"/openapi.json": {method: http.MethodGet, open: true, handle: s.openapi},
 		"/v1/plugins":   {method: http.MethodGet, handle: s.plugins},
+		"/metrics":      {method: http.MethodGet, handle: s.metrics},
 		"/v1/compact":   {method: http.MethodPost, work: true, handle: s.compact},
 		"/v1/check":     {method: http.MethodPost, work: true, handle: s.check},
 		"/v1/truncate":  {method: http.MethodPost, work: true, handle: s.truncate},
@@ -318,7 +326,7 @@ func (s *Server) dispatch(w *statusWriter, r *http.Request) *apiError {
 		rt, allow, ok = s.sessionRoute(r)
 	}
 	if !ok {
-		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s; the API has GET /healthz, GET /openapi.json, GET /v1/plugins, POST /v1/compact, POST /v1/check, POST /v1/truncate and /v1/sessions/{id}", r.URL.Path)
+		return errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s; the API has GET /healthz, GET /openapi.json, GET /metrics, GET /v1/plugins, POST /v1/compact, POST /v1/check, POST /v1/truncate and /v1/sessions/{id}", r.URL.Path)
 	}
 	if rt.handle == nil || r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", allow)

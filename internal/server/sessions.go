@@ -13,8 +13,10 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host"
+	"github.com/compact-host/compact-host/host/cost"
 	"github.com/compact-host/compact-host/host/formats"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/cachestate"
 	"github.com/compact-host/compact-host/internal/sessionio"
 )
 
@@ -126,6 +128,8 @@ func isAlnum(c byte) bool {
 // of the PUT that made it.
 type sessionSettings struct {
 	Options CompactOptions `json:"options"`
+	// Cache is the session's prompt-cache state and cost report.
+	Cache *cachestate.Conversation `json:"cache,omitempty"`
 }
 
 // storeError maps a store failure of session ref to an answer.
@@ -235,9 +239,9 @@ func (s *Server) cold(e *host.Engine, updated time.Time) bool {
 // gate compacts sess when it passes the threshold, the way
 // /v1/compact does (strategy, fallbacks, options), and reports it.
 // compacted is true when a compaction (not only a prune) was made.
-func (s *Server) gate(ctx context.Context, e *host.Engine, ev *events, sess *host.Session, o CompactOptions, cold bool, began time.Time) (rep *CompactReport, compacted bool, aerr *apiError) {
+func (s *Server) gate(ctx context.Context, e *host.Engine, ev *events, sess *host.Session, o CompactOptions, cold bool, growth cost.Growth, began time.Time) (rep *CompactReport, compacted bool, aerr *apiError) {
 	at := threshold(e, o, cold)
-	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, RecallHint: o.RecallHint, Threshold: at})
+	res, err := sessionio.Compact(ctx, e, sess, sessionio.Options{Focus: o.Focus, RecallHint: o.RecallHint, Threshold: at, Growth: growth})
 	if err != nil {
 		return nil, false, workError(ctx, "compacting", err)
 	}
@@ -292,19 +296,27 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 		return errorf(http.StatusBadRequest, CodeBadSession, "session: %v", err)
 	}
 	defer sess.Close()
-	settings, err := json.Marshal(sessionSettings{Options: req.Options})
-	if err != nil {
-		return errorf(http.StatusInternalServerError, CodeInternal, "encode the options: %v", err)
-	}
 
 	l, aerr := s.lockSession(ctx, ref)
 	if aerr != nil {
 		return aerr
 	}
 	defer s.unlock(ctx, ref, l)
-	rep, _, aerr := s.gate(ctx, e, ev, sess, req.Options, false, began)
+	// A PUT starts the session's cache state anew: the calls its messages
+	// came from were made at times it does not know.
+	state := newSessionCache(e)
+	rep, compacted, aerr := s.gate(ctx, e, ev, sess, req.Options, false, state.Growth, began)
 	if aerr != nil {
 		return aerr
+	}
+	if compacted {
+		model := s.model(req.Options.EngineOptions)
+		p, _ := prices(model)
+		state.Compacted(s.opts.Now(), e.Budget().CacheTTL, p, rep.TokensBefore, rep.TokensAfter, rep.CostUSD)
+	}
+	settings, err := json.Marshal(sessionSettings{Options: req.Options, Cache: state})
+	if err != nil {
+		return errorf(http.StatusInternalServerError, CodeInternal, "encode the options: %v", err)
 	}
 	ifRev := store.AnyRevision
 	if req.IfRevision != nil {
@@ -432,13 +444,36 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 		if err := host.Validate(sess.Context(), true); err != nil {
 			return errorf(http.StatusBadRequest, CodeInvalidSession, "the session with these messages breaks the providers' rules: %v", err)
 		}
-		rep, compacted, aerr := s.gate(ctx, ld.engine, ld.events, sess, ld.settings.Options, s.cold(ld.engine, cur.UpdatedAt), began)
+		now := s.opts.Now()
+		model := s.model(ld.settings.Options.EngineOptions)
+		state := ld.settings.Cache
+		if state == nil {
+			state = newSessionCache(ld.engine)
+		}
+		reports, misses := observeUsage(state, ld.engine, model, msgs, now)
+		// The cache is cold when the last reported call is older than the
+		// TTL; without a report, the last update stands for it.
+		cold := state.Cold(now)
+		if state.LastRequest.IsZero() {
+			cold = s.cold(ld.engine, cur.UpdatedAt)
+		}
+		rep, compacted, aerr := s.gate(ctx, ld.engine, ld.events, sess, ld.settings.Options, cold, state.Growth, began)
 		if aerr != nil {
 			return aerr
 		}
+		if compacted {
+			p, _ := prices(model)
+			state.Compacted(now, ld.engine.Budget().CacheTTL, p, rep.TokensBefore, rep.TokensAfter, rep.CostUSD)
+		}
 		st := &store.Session{ID: ref.key, Settings: cur.Settings, LatestRecord: cur.LatestRecord, Compactions: cur.Compactions}
 		var err error
-		if rep.Action == sessionio.ActionNone {
+		if reports > 0 || compacted {
+			ld.settings.Cache = state
+			if st.Settings, err = json.Marshal(ld.settings); err != nil {
+				return errorf(http.StatusInternalServerError, CodeInternal, "encode the session's settings: %v", err)
+			}
+		}
+		if rep.Action == sessionio.ActionNone && reports == 0 {
 			// Only the new lines travel to the store.
 			var lines []byte
 			if lines, err = entryLines(sess.Messages()[before:]); err != nil {
@@ -448,6 +483,18 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 				return aerr
 			}
 			st.Revision, err = s.sessions.AppendSession(ctx, ref.key, lines, cur.Revision)
+		} else if rep.Action == sessionio.ActionNone {
+			// The usage reports changed the settings, which an append
+			// does not write: the session is written whole.
+			var lines []byte
+			if lines, err = entryLines(sess.Messages()[before:]); err != nil {
+				return errorf(http.StatusInternalServerError, CodeInternal, "encode the messages: %v", err)
+			}
+			st.Messages = append(cur.Messages[:len(cur.Messages):len(cur.Messages)], lines...)
+			if aerr := s.reserve(ctx, ref, int64(len(st.Messages)+len(st.Settings))); aerr != nil {
+				return aerr
+			}
+			st.Revision, err = s.sessions.PutSession(ctx, st, cur.Revision)
 		} else {
 			c, summary := activeSummary(sess)
 			if c != nil && compacted {
@@ -474,6 +521,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 		if err != nil {
 			return storeError(ctx, ref, err)
 		}
+		s.countMisses(misses)
 		up := s.update(ref.id, st, sess, rep)
 		up.Appended, up.Warnings = len(msgs), warnings
 		sess.Close()
@@ -537,6 +585,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, _ []byte) *a
 	if c := activeCompaction(ld.session); c != nil {
 		view.Summary = c.Summary
 	}
+	view.Cache = cacheView(ld.settings.Cache, ld.engine, s.model(ld.settings.Options.EngineOptions), s.opts.Now())
 	var err error
 	if view.Messages, view.System, err = renderMessages(msgs, format); err != nil {
 		return errorf(http.StatusInternalServerError, CodeInternal, "write the session as %s: %v", format, err)

@@ -67,6 +67,9 @@ type SessionView struct {
 	// Summary is the latest compaction's summary; absent before the first.
 	Summary   string    `json:"summary,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Cache is the session's prompt cache and cost report, from the
+	// usage its appended assistant messages report.
+	Cache *SessionCache `json:"cache"`
 }
 
 // SessionDeleted is the answer of DELETE /v1/sessions/{id}.

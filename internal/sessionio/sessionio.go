@@ -205,6 +205,10 @@ type Options struct {
 	// the tokens before and after count it, and the compaction leaves
 	// room for it, so the agent's real request fits.
 	Overhead int
+	// Growth is what the conversation has shown of its pauses and growth
+	// between model calls: under the cache-aware policy the compaction
+	// keeps what host.Engine.KeepRecent chooses for it.
+	Growth cost.Growth
 }
 
 // Actions an Outcome reports.
@@ -254,7 +258,8 @@ func Compact(ctx context.Context, e *host.Engine, s *host.Session, o Options) (O
 		out.Action, out.TokensAfter, out.Fits = ActionNone, out.TokensBefore, out.TokensBefore <= b.Input
 		return out, nil
 	}
-	c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.Focus, RecallHint: o.RecallHint, Overhead: o.Overhead})
+	keep := e.KeepRecent(s, host.Request{DynamicTokens: o.Overhead, Growth: o.Growth})
+	c, err := e.Compact(ctx, s, host.CompactOptions{Focus: o.Focus, RecallHint: o.RecallHint, Overhead: o.Overhead, KeepRecentTokens: keep})
 	switch {
 	case errors.Is(err, host.ErrNothingToFold):
 		out.Action = ActionNothingToFold

@@ -306,8 +306,68 @@ export interface SessionUpdate {
   warnings?: string[];
 }
 
+/** The pauses between reported calls, those longer than the TTL, and
+ * what the prompt grew across them. */
+export interface Growth {
+  gaps: number;
+  expired: number;
+  tokens: number;
+}
+
+/** Reported usage by kind of token, priced. */
+export interface Bill {
+  requests: number;
+  input_tokens: number;
+  cache_read_tokens: number;
+  cache_write_5m_tokens: number;
+  cache_write_1h_tokens: number;
+  output_tokens: number;
+  usd: number;
+}
+
+/** One compaction priced from the cache's state when it was made. */
+export interface CompactionCost {
+  time: string;
+  tokens_before: number;
+  tokens_after: number;
+  warm: boolean;
+  summary_usd: number;
+  rewrite_usd: number;
+  uncompacted_usd: number;
+  saved_per_request_usd: number;
+  break_even_requests: number;
+}
+
+/** The session's calls billed, beside the same calls without its
+ * compactions (uncompacted_usd). */
+export interface SessionCost {
+  priced: boolean;
+  bill: Bill;
+  uncompacted_usd: number;
+  summary_usd: number;
+  compactions_usd: number;
+  saved_usd: number;
+  compactions: CompactionCost[];
+}
+
+/** A session's prompt cache, from the usage of the assistant messages
+ * appended to it, and its cost report. misses counts the calls that found
+ * nothing cached by reason. */
+export interface SessionCache {
+  last_request?: string;
+  cache_ttl: "5m" | "1h";
+  cold: boolean;
+  cached_tokens: number;
+  prompt_tokens: number;
+  requests: number;
+  misses: Partial<Record<"cold_start" | "ttl_expired" | "compaction" | "prefix_changed", number>>;
+  growth: Growth;
+  cost: SessionCost;
+}
+
 /** A kept session's compacted context: messages (with system for
- * anthropic) is what to send to the model. */
+ * anthropic) is what to send to the model; cache its prompt cache and
+ * cost. */
 export interface SessionView {
   id: string;
   revision: number;
@@ -318,6 +378,7 @@ export interface SessionView {
   compactions: number;
   summary?: string;
   updated_at: string;
+  cache: SessionCache;
 }
 
 export interface SessionDeleted {
@@ -461,6 +522,19 @@ export class Client {
   /** GET /openapi.json: the OpenAPI 3.1 document of the API. */
   openapi(call?: CallOptions): Promise<Record<string, any>> {
     return this.t.json("GET", "/openapi.json", undefined, call);
+  }
+
+  /** GET /metrics: serve's Prometheus text exposition (the sessions'
+   * cache misses by reason). */
+  async metricsText(call?: CallOptions): Promise<string> {
+    const { bytes } = await this.t.exchange("GET", "/metrics", undefined, call, "text/plain");
+    return new TextDecoder().decode(bytes);
+  }
+
+  /** The samples of GET /metrics whose names start with prefix, by series:
+   * 'compact_host_proxy_cache_misses_total{reason="ttl_expired"}'. */
+  async metrics(prefix = "compact_host_", call?: CallOptions): Promise<Map<string, number>> {
+    return parseMetrics(await this.metricsText(call), prefix);
   }
 
   /** GET /v1/plugins: the strategy and truncator plugins. */

@@ -296,12 +296,21 @@ describe("sessions", () => {
     let revision = created.revision;
     // The agent sends each turn's new messages only.
     const actions: string[] = [];
+    let reports = 0;
     for (let at = 4; at < msgs.length; ) {
       let end = at + 1;
       while (end < msgs.length && msgs[end].role !== "assistant") {
         end++;
       }
-      const up = await client().appendMessages("ts-chat-1", msgs.slice(at, end), { if_revision: revision });
+      // The client reports each call's usage on its reply.
+      const batch = msgs.slice(at, end).map((m) => {
+        if (m.role !== "assistant") {
+          return m;
+        }
+        reports++;
+        return { ...m, usage: { input_tokens: 5, cache_write_tokens: 400, output_tokens: 50 } };
+      });
+      const up = await client().appendMessages("ts-chat-1", batch, { if_revision: revision });
       assert.equal(up.appended, end - at);
       assert.ok(up.revision > revision);
       revision = up.revision;
@@ -321,6 +330,13 @@ describe("sessions", () => {
     assert.equal(view.messages[0].role, "system");
     assert.match(JSON.stringify(view.messages), /Turn 7 is done/);
     assert.ok(view.messages.length < msgs.length);
+    assert.equal(view.cache.requests, reports);
+    assert.equal(view.cache.misses.cold_start, 1);
+    assert.equal(view.cache.cache_ttl, "5m");
+    assert.equal(view.cache.cost.bill.cache_write_5m_tokens, 400 * reports);
+    assert.equal(view.cache.cost.compactions.length, view.compactions);
+    const samples = await client().metrics();
+    assert.ok(samples.get('compact_host_proxy_cache_misses_total{reason="cold_start"}')! >= 1);
 
     const anthropic = await client().getSession("ts-chat-1", { output_format: "anthropic" });
     assert.match(JSON.stringify(anthropic.system), /careful coding agent/);

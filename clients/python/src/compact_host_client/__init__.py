@@ -40,6 +40,8 @@ __all__ = [
     "DEFAULT_URL",
     "DEFAULT_PROXY_URL",
     "parse_metrics",
+    "SessionCache",
+    "SessionCost",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8377"
@@ -305,9 +307,75 @@ class SessionUpdate(TypedDict, total=False):
     warnings: List[str]
 
 
+class Growth(TypedDict, total=False):
+    """The pauses between reported calls, those longer than the TTL, and
+    what the prompt grew across them."""
+
+    gaps: int
+    expired: int
+    tokens: int
+
+
+class Bill(TypedDict, total=False):
+    """Reported usage by kind of token, priced."""
+
+    requests: int
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    output_tokens: int
+    usd: float
+
+
+class CompactionCost(TypedDict, total=False):
+    """One compaction priced from the cache's state when it was made."""
+
+    time: str
+    tokens_before: int
+    tokens_after: int
+    warm: bool
+    summary_usd: float
+    rewrite_usd: float
+    uncompacted_usd: float
+    saved_per_request_usd: float
+    break_even_requests: int
+
+
+class SessionCost(TypedDict, total=False):
+    """The session's calls billed, beside the same calls without its
+    compactions (``uncompacted_usd``)."""
+
+    priced: bool
+    bill: Bill
+    uncompacted_usd: float
+    summary_usd: float
+    compactions_usd: float
+    saved_usd: float
+    compactions: List[CompactionCost]
+
+
+class SessionCache(TypedDict, total=False):
+    """A session's prompt cache, from the usage of the assistant messages
+    appended to it, and its cost report. ``misses`` counts the calls that
+    found nothing cached by reason: cold_start, ttl_expired, compaction,
+    prefix_changed."""
+
+    last_request: str
+    cache_ttl: str
+    cold: bool
+    cached_tokens: int
+    prompt_tokens: int
+    requests: int
+    misses: Dict[str, int]
+    growth: Growth
+    cost: SessionCost
+
+
 class SessionView(TypedDict, total=False):
     """A kept session's compacted context: ``messages`` (with ``system``
-    for anthropic) is what to send to the model."""
+    for anthropic) is what to send to the model; ``cache`` its prompt
+    cache and cost."""
 
     id: str
     revision: int
@@ -318,6 +386,7 @@ class SessionView(TypedDict, total=False):
     compactions: int
     summary: str
     updated_at: str
+    cache: SessionCache
 
 
 class SessionDeleted(TypedDict, total=False):
@@ -470,6 +539,17 @@ class Client(_HTTP):
     def openapi(self, timeout: Optional[float] = None) -> Dict[str, Any]:
         """GET /openapi.json: the OpenAPI 3.1 document of the API."""
         return self._json("GET", "/openapi.json", timeout=timeout)
+
+    def metrics_text(self, timeout: Optional[float] = None) -> str:
+        """GET /metrics: serve's Prometheus text exposition (the sessions'
+        cache misses by reason)."""
+        _, _, payload = self._exchange("GET", "/metrics", timeout=timeout, accept="text/plain")
+        return payload.decode("utf-8")
+
+    def metrics(self, prefix: str = "compact_host_", timeout: Optional[float] = None) -> Dict[str, float]:
+        """The samples of GET /metrics whose names start with prefix, by
+        series ('compact_host_proxy_cache_misses_total{reason="ttl_expired"}')."""
+        return parse_metrics(self.metrics_text(timeout), prefix)
 
     def plugins(self, timeout: Optional[float] = None) -> Plugins:
         """GET /v1/plugins: the strategy and truncator plugins."""
