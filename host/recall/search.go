@@ -1,0 +1,450 @@
+package recall
+
+import (
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Bounds of one Search's work, so that no query (a regular expression
+// that runs over the whole text, or a hostile one) takes long however
+// large the conversation: past either, Search returns the hits of the
+// blocks it looked at, latest first, with Result.Truncated set.
+const (
+	// MaxScanBytes bounds the text one regular expression runs over.
+	MaxScanBytes = 32 << 20
+	// SearchTimeout bounds one Search's time.
+	SearchTimeout = 250 * time.Millisecond
+	// maxMatches bounds the matches one Search counts, so that a query
+	// that matches everywhere ("e") costs a bounded amount.
+	maxMatches = 100_000
+)
+
+// scanBytes and scanTime are the bounds Search applies: MaxScanBytes and
+// SearchTimeout, lowered by tests.
+var (
+	scanBytes = MaxScanBytes
+	scanTime  = SearchTimeout
+)
+
+// Query is one Search.
+type Query struct {
+	// Text is a substring (case-insensitive) or, with Regexp, an RE2
+	// regular expression matched against each block of text on its own
+	// (^ and $ are the block's start and end; with (?m), its lines'); at
+	// most MaxQueryBytes.
+	Text   string `json:"query"`
+	Regexp bool   `json:"regexp,omitempty"`
+	// Limit bounds the hits, DefaultHits when 0, at most MaxHits.
+	Limit int `json:"limit,omitempty"`
+}
+
+// Hit is one place a query matched.
+type Hit struct {
+	// Ref is the marker to recall: the tool output, or the message.
+	Ref     string `json:"ref"`
+	Role    string `json:"role"`
+	Tool    string `json:"tool,omitempty"`
+	Matches int    `json:"matches"`
+	Snippet string `json:"snippet"`
+}
+
+// Result is the answer of a Search.
+type Result struct {
+	// Hits are the blocks that matched, best first: the most matches,
+	// and among equals the latest.
+	Hits []Hit `json:"hits"`
+	// Truncated is true when the search stopped at a bound of its work
+	// (MaxScanBytes, SearchTimeout, or 100,000 matches) before it had
+	// looked at every block: Hits rank the blocks it looked at, which are
+	// the latest.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Search finds q in the originals.
+func (x *Index) Search(q Query) (Result, error) {
+	switch {
+	case strings.TrimSpace(q.Text) == "":
+		return Result{}, fmt.Errorf("%w: the query is empty", ErrQuery)
+	case len(q.Text) > MaxQueryBytes:
+		return Result{}, fmt.Errorf("%w: the query has %d bytes, over the limit of %d", ErrQuery, len(q.Text), MaxQueryBytes)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultHits
+	}
+	limit = min(limit, MaxHits)
+	s := &scan{x: x, deadline: time.Now().Add(scanTime)}
+	if q.Regexp {
+		re, err := regexp.Compile(q.Text)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %v", ErrQuery, err)
+		}
+		s.regexp(re)
+	} else {
+		s.substring(asciiLower(q.Text))
+	}
+	found := s.found
+	slices.SortFunc(found, func(a, b scored) int {
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		return b.d - a.d
+	})
+	res := Result{Hits: make([]Hit, 0, min(limit, len(found))), Truncated: s.truncated}
+	for _, f := range found[:min(limit, len(found))] {
+		res.Hits = append(res.Hits, x.hit(x.docs[f.d].loc, f.n, f.at))
+	}
+	return res, nil
+}
+
+// scored is a block that matched: its doc, its count of matches and the
+// offset of its first.
+type scored struct{ d, n, at int }
+
+// scan is the work of one Search: the blocks found so far and what is
+// left of its bounds.
+type scan struct {
+	x         *Index
+	found     []scored
+	matches   int
+	scanned   int
+	deadline  time.Time
+	truncated bool
+}
+
+// add counts a match at offset at. The matches of one block come
+// together, though not always in order.
+func (s *scan) add(at int) {
+	s.matches++
+	d := s.x.docAt(at)
+	if n := len(s.found); n > 0 && s.found[n-1].d == d {
+		f := &s.found[n-1]
+		f.n++
+		f.at = min(f.at, at)
+		return
+	}
+	s.found = append(s.found, scored{d, 1, at})
+}
+
+// full reports, and records, that the search reached a bound.
+func (s *scan) full() bool {
+	if s.matches >= maxMatches {
+		s.truncated = true
+	}
+	return s.truncated
+}
+
+// substring counts the occurrences of q, lower-cased.
+func (s *scan) substring(q string) {
+	s.x.occurrences(q, func(start int) int {
+		s.add(start)
+		if s.full() {
+			return -1
+		}
+		return start + len(q)
+	})
+}
+
+// occurrences calls fn with the offset in x.lower of each occurrence of q
+// (lower-cased), from the first, found by q's rarest byte: IndexByte skips
+// ahead to it many bytes at a time, and only there is q compared whole.
+// fn returns the offset where the next occurrence may start, or -1 to
+// stop.
+func (x *Index) occurrences(q string, fn func(start int) int) {
+	j := rarest(&x.freq, q)
+	c, text := q[j], x.lower
+	for at := j; at < len(text); {
+		i := strings.IndexByte(text[at:], c)
+		if i < 0 {
+			return
+		}
+		start := at + i - j
+		if start >= 0 && start+len(q) <= len(text) && text[start:start+len(q)] == q {
+			next := fn(start)
+			if next < 0 {
+				return
+			}
+			at = max(next, start+1) + j
+			continue
+		}
+		at += i + 1
+	}
+}
+
+// rarest is the index in q of its byte that is least frequent in the
+// text, by freq.
+func rarest(freq *[256]int, q string) int {
+	j := 0
+	for i := 1; i < len(q); i++ {
+		if freq[q[i]] < freq[q[j]] {
+			j = i
+		}
+	}
+	return j
+}
+
+// regexp counts the matches of re. An expression every match of which
+// holds one of a few literals runs only where they occur: over the run of
+// the bytes a match can hold around each occurrence (the word, for
+// \bcheckpoint\w*; the line, for an expression that cannot match a
+// newline; the block, for one that can). Any other runs over every
+// block. Either way the windows run latest first, so that a search cut
+// short by its bounds has looked at the latest.
+func (s *scan) regexp(re *regexp.Regexp) {
+	x := s.x
+	var windows [][2]int
+	p := plan(re.String(), &x.freq, len(x.lower))
+	if p.lits == nil {
+		windows = make([][2]int, len(x.docs))
+		for d := range x.docs {
+			windows[d] = x.docBounds(d)
+		}
+	} else {
+		for _, lit := range p.lits {
+			x.occurrences(lit, func(start int) int {
+				w := p.run(x.text, x.docBounds(x.docAt(start)), start)
+				if w[1] > w[0] {
+					windows = append(windows, w)
+				}
+				return w[1]
+			})
+		}
+		if len(p.lits) > 1 {
+			slices.SortFunc(windows, func(a, b [2]int) int { return a[0] - b[0] })
+			windows = slices.Compact(windows)
+		}
+	}
+	for i := len(windows) - 1; i >= 0; i-- {
+		w := windows[i]
+		if s.scanned += w[1] - w[0]; s.scanned > scanBytes || time.Now().After(s.deadline) {
+			s.truncated = true
+			return
+		}
+		for _, m := range re.FindAllStringIndex(x.text[w[0]:w[1]], maxMatches-s.matches) {
+			if m[1] > m[0] {
+				s.add(w[0] + m[0])
+			}
+		}
+		if s.full() {
+			return
+		}
+	}
+}
+
+// docBounds is the text of doc d, less the NUL that ends it.
+func (x *Index) docBounds(d int) [2]int {
+	end := len(x.text) - 1
+	if d+1 < len(x.docs) {
+		end = x.docs[d+1].start - 1
+	}
+	return [2]int{x.docs[d].start, end}
+}
+
+// searchPlan is what narrows where an expression must run.
+type searchPlan struct {
+	// lits are lower-cased ASCII literals one of which every match
+	// holds; nil when there are none, or when they are so common that
+	// looking for them costs more than it saves.
+	lits []string
+	// bytes are the bytes a match can hold or look at (a word boundary
+	// looks at the word's bytes either side), and span tells which:
+	// every byte, every byte but a newline, or those of bytes.
+	bytes [256]bool
+	span  int
+}
+
+const (
+	spanBytes = iota
+	spanLine
+	spanBlock
+)
+
+// run is the window around offset at, within the block doc, that every
+// match holding at lies in: the longest run of bytes a match can hold.
+// A match lies in such a run whole, and what the expression's
+// assertions look at either side of it (a word boundary, a line's start
+// or end) reads the same in the run as in the block, so the expression
+// finds in the run exactly what it finds there in the block.
+func (p *searchPlan) run(text string, doc [2]int, at int) [2]int {
+	switch p.span {
+	case spanBlock:
+		return doc
+	case spanLine:
+		from := doc[0]
+		if i := strings.LastIndexByte(text[doc[0]:at], '\n'); i >= 0 {
+			from += i + 1
+		}
+		to := doc[1]
+		if i := strings.IndexByte(text[at:doc[1]], '\n'); i >= 0 {
+			to = at + i
+		}
+		return [2]int{from, to}
+	}
+	from, to := at, at
+	if !p.bytes[text[at]] {
+		return [2]int{at, at}
+	}
+	for from > doc[0] && p.bytes[text[from-1]] {
+		from--
+	}
+	for to < doc[1] && p.bytes[text[to]] {
+		to++
+	}
+	return [2]int{from, to}
+}
+
+// plan reads expr for what narrows where it must run.
+func plan(expr string, freq *[256]int, size int) *searchPlan {
+	p := &searchPlan{}
+	r, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return p
+	}
+	r = r.Simplify()
+	p.lits = required(r, freq)
+	if p.lits == nil || cost(p.lits, freq) > size/16 {
+		p.lits = nil
+		return p
+	}
+	p.alphabet(r)
+	switch {
+	case !slices.Contains(p.bytes[:], false):
+		p.span = spanBlock
+	case !p.bytes['\n'] && !slices.Contains(p.bytes[:'\n'], false) && !slices.Contains(p.bytes['\n'+1:], false):
+		p.span = spanLine
+	}
+	return p
+}
+
+// alphabet adds to p.bytes what a match of r can hold or look at. Past
+// ASCII it does not tell runes apart: any byte of a UTF-8 sequence
+// stands for all.
+func (p *searchPlan) alphabet(r *syntax.Regexp) {
+	add := func(lo, hi rune) {
+		for c := lo; c <= hi && c < utf8.RuneSelf; c++ {
+			p.bytes[c] = true
+		}
+		if hi >= utf8.RuneSelf {
+			for b := utf8.RuneSelf; b < 256; b++ {
+				p.bytes[b] = true
+			}
+		}
+	}
+	switch r.Op {
+	case syntax.OpLiteral:
+		for _, c := range r.Rune {
+			add(c, c)
+			if r.Flags&syntax.FoldCase != 0 {
+				for f := unicode.SimpleFold(c); f != c; f = unicode.SimpleFold(f) {
+					add(f, f)
+				}
+			}
+		}
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(r.Rune); i += 2 {
+			add(r.Rune[i], r.Rune[i+1])
+		}
+	case syntax.OpAnyCharNotNL, syntax.OpBeginLine, syntax.OpEndLine:
+		// A line's start or end is read off the byte before or after
+		// it: the window is the line.
+		add(0, '\n'-1)
+		add('\n'+1, unicode.MaxRune)
+	case syntax.OpAnyChar, syntax.OpBeginText, syntax.OpEndText:
+		add(0, unicode.MaxRune)
+	case syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		add('0', '9')
+		add('A', 'Z')
+		add('a', 'z')
+		add('_', '_')
+	}
+	for _, sub := range r.Sub {
+		p.alphabet(sub)
+	}
+}
+
+// required is a set of literals, lower-cased, one of which every match
+// of r holds; nil when it finds none. Of a concatenation's parts it
+// takes the one whose literals are rarest in the text, by freq.
+func required(r *syntax.Regexp, freq *[256]int) []string {
+	switch r.Op {
+	case syntax.OpLiteral:
+		return literalPiece(r, freq)
+	case syntax.OpCapture, syntax.OpPlus:
+		return required(r.Sub[0], freq)
+	case syntax.OpRepeat:
+		if r.Min >= 1 {
+			return required(r.Sub[0], freq)
+		}
+	case syntax.OpConcat:
+		var best []string
+		for _, sub := range r.Sub {
+			if l := required(sub, freq); l != nil && (best == nil || cost(l, freq) < cost(best, freq)) {
+				best = l
+			}
+		}
+		return best
+	case syntax.OpAlternate:
+		var all []string
+		for _, sub := range r.Sub {
+			l := required(sub, freq)
+			if l == nil {
+				return nil
+			}
+			all = append(all, l...)
+		}
+		return slices.Compact(all)
+	}
+	return nil
+}
+
+// literalPiece is the rarest run of a literal that the lower-cased ASCII
+// text can be searched for: its ASCII runs, and for a case-insensitive
+// literal, runs without k or s, whose case folds to a rune outside ASCII
+// (the Kelvin sign, the long s).
+func literalPiece(r *syntax.Regexp, freq *[256]int) []string {
+	fold := r.Flags&syntax.FoldCase != 0
+	var best string
+	piece := []byte{}
+	end := func() {
+		if len(piece) > 0 && (best == "" || cost([]string{string(piece)}, freq) < cost([]string{best}, freq)) {
+			best = string(piece)
+		}
+		piece = piece[:0]
+	}
+	for _, c := range r.Rune {
+		if c >= utf8.RuneSelf {
+			end()
+			continue
+		}
+		b := byte(c)
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if fold && (b == 'k' || b == 's') {
+			end()
+			continue
+		}
+		piece = append(piece, b)
+	}
+	end()
+	if best == "" {
+		return nil
+	}
+	return []string{best}
+}
+
+// cost is how many places a search for lits stops at: the count of each
+// one's rarest byte.
+func cost(lits []string, freq *[256]int) int {
+	n := 0
+	for _, l := range lits {
+		n += freq[l[rarest(freq, l)]]
+	}
+	return n
+}
