@@ -59,6 +59,8 @@ type Index struct {
 	// freq counts each byte of lower: a substring search scans for the
 	// query's rarest byte, which stops least often.
 	freq [256]int
+	// grams are the chunk filters of lower (see chunkFilters).
+	grams []uint64
 }
 
 type loc struct{ msg, block int }
@@ -108,6 +110,7 @@ func New(msgs []abi.Message, keys ...Key) *Index {
 	for i := 0; i < len(x.lower); i++ {
 		x.freq[x.lower[i]]++
 	}
+	x.grams = chunkFilters(x.lower)
 	return x
 }
 

@@ -152,28 +152,46 @@ func (s *scan) substring(q string) {
 }
 
 // occurrences calls fn with the offset in x.lower of each occurrence of q
-// (lower-cased), from the first, found by q's rarest byte: IndexByte skips
-// ahead to it many bytes at a time, and only there is q compared whole.
-// fn returns the offset where the next occurrence may start, or -1 to
-// stop.
+// (lower-cased), from the first. It looks only in the chunks whose filter
+// may hold q, and there for q's rarest byte: IndexByte skips ahead to it
+// many bytes at a time, and only there is q compared whole. fn returns
+// the offset where the next occurrence may start, or -1 to stop.
 func (x *Index) occurrences(q string, fn func(start int) int) {
 	j := rarest(&x.freq, q)
 	c, text := q[j], x.lower
-	for at := j; at < len(text); {
-		i := strings.IndexByte(text[at:], c)
-		if i < 0 {
-			return
-		}
-		start := at + i - j
-		if start >= 0 && start+len(q) <= len(text) && text[start:start+len(q)] == q {
-			next := fn(start)
-			if next < 0 {
-				return
-			}
-			at = max(next, start+1) + j
+	chunk := chunkBytes
+	if len(q) < 3 {
+		chunk = len(text) + 1
+	}
+	// next is where the next occurrence may start.
+	for next := 0; next < len(text); {
+		ci := next / chunk
+		end := min(len(text), (ci+1)*chunk)
+		if len(q) >= 3 && !x.mayHold(ci, q) {
+			next = end
 			continue
 		}
-		at += i + 1
+		// The occurrences that start before end have their rarest
+		// byte before end+j.
+		limit := min(len(text), end+j)
+		for at := next + j; at < limit; {
+			i := strings.IndexByte(text[at:limit], c)
+			if i < 0 {
+				break
+			}
+			start := at + i - j
+			if start+len(q) <= len(text) && text[start:start+len(q)] == q {
+				n := fn(start)
+				if n < 0 {
+					return
+				}
+				next = max(n, start+1)
+				at = next + j
+				continue
+			}
+			at += i + 1
+		}
+		next = max(next, end)
 	}
 }
 
@@ -221,20 +239,58 @@ func (s *scan) regexp(re *regexp.Regexp) {
 		}
 	}
 	for i := len(windows) - 1; i >= 0; i-- {
-		w := windows[i]
-		if s.scanned += w[1] - w[0]; s.scanned > scanBytes || time.Now().After(s.deadline) {
-			s.truncated = true
-			return
-		}
-		for _, m := range re.FindAllStringIndex(x.text[w[0]:w[1]], maxMatches-s.matches) {
-			if m[1] > m[0] {
-				s.add(w[0] + m[0])
+		for w := windows[i]; w[1] > w[0]; {
+			piece := p.lastPiece(x.text, w)
+			w[1] = piece[0]
+			n := piece[1] - piece[0]
+			if s.scanned += n; s.scanned > scanBytes || n*p.insts > maxPieceWork || time.Now().After(s.deadline) {
+				s.truncated = true
+				return
+			}
+			for _, m := range re.FindAllStringIndex(x.text[piece[0]:piece[1]], maxMatches-s.matches) {
+				if m[1] > m[0] {
+					s.add(piece[0] + m[0])
+				}
+			}
+			if s.full() {
+				return
 			}
 		}
-		if s.full() {
-			return
+	}
+}
+
+// pieceBytes is the size past which a window is cut in pieces, so that
+// the bounds of the search are checked between them; maxPieceWork bounds
+// the bytes times the instructions of the expression in one piece that
+// cannot be cut (a block of one line, for an expression that spans lines
+// or runs of bytes that can all be in a match).
+const (
+	pieceBytes   = 64 << 10
+	maxPieceWork = 1 << 28
+)
+
+// lastPiece is the last piece of window w: the bytes after the last byte
+// no match can hold that comes pieceBytes or more before w's end, or w
+// whole. No match spans such a byte, and the expression's assertions
+// read it the same as a window's edge, so the pieces of a window find
+// what the window finds.
+func (p *searchPlan) lastPiece(text string, w [2]int) [2]int {
+	if w[1]-w[0] <= pieceBytes || p.span == spanBlock {
+		return w
+	}
+	cut := w[1] - pieceBytes
+	if p.span == spanLine {
+		if i := strings.LastIndexByte(text[w[0]:cut], '\n'); i >= 0 {
+			return [2]int{w[0] + i + 1, w[1]}
+		}
+		return w
+	}
+	for ; cut > w[0]; cut-- {
+		if !p.bytes[text[cut-1]] {
+			return [2]int{cut, w[1]}
 		}
 	}
+	return w
 }
 
 // docBounds is the text of doc d, less the NUL that ends it.
@@ -257,6 +313,9 @@ type searchPlan struct {
 	// every byte, every byte but a newline, or those of bytes.
 	bytes [256]bool
 	span  int
+	// insts is the size of the expression's program, what one byte of
+	// text can cost.
+	insts int
 }
 
 const (
@@ -301,16 +360,18 @@ func (p *searchPlan) run(text string, doc [2]int, at int) [2]int {
 
 // plan reads expr for what narrows where it must run.
 func plan(expr string, freq *[256]int, size int) *searchPlan {
-	p := &searchPlan{}
+	p := &searchPlan{span: spanBlock, insts: 1}
 	r, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
 		return p
 	}
+	p.span = spanBytes
 	r = r.Simplify()
-	p.lits = required(r, freq)
-	if p.lits == nil || cost(p.lits, freq) > size/16 {
+	if prog, err := syntax.Compile(r); err == nil {
+		p.insts = len(prog.Inst)
+	}
+	if p.lits = required(r, freq); p.lits != nil && cost(p.lits, freq) > size/16 {
 		p.lits = nil
-		return p
 	}
 	p.alphabet(r)
 	switch {
@@ -447,4 +508,51 @@ func cost(lits []string, freq *[256]int) int {
 		n += freq[l[rarest(freq, l)]]
 	}
 	return n
+}
+
+// The chunk filter: the lower-cased text in chunks of chunkBytes, each
+// with a Bloom filter of the trigrams that start in it or in the
+// gramSpan bytes after it, one bit each in chunkBits. A literal of three
+// bytes or more is looked for only in the chunks whose filter has all its
+// trigrams (those of its first gramSpan+2 bytes): the rest of the text
+// cannot hold it. This keeps a search for a literal of common letters
+// ("error", "is full") from stopping at every "r" of 13 MB; the filter
+// costs a quarter byte a byte of text.
+const (
+	chunkBytes = 1 << 10
+	chunkBits  = 2 << 10
+	chunkWords = chunkBits / 64
+	gramSpan   = 64
+)
+
+func gramBit(a, b, c byte) uint32 {
+	return (uint32(a)<<16 | uint32(b)<<8 | uint32(c)) * 0x9E3779B1 >> (32 - 11)
+}
+
+// chunkFilters builds the chunk filters of lower.
+func chunkFilters(lower string) []uint64 {
+	n := (len(lower) + chunkBytes - 1) / chunkBytes
+	f := make([]uint64, n*chunkWords)
+	for c := range n {
+		words := f[c*chunkWords : (c+1)*chunkWords]
+		end := min(len(lower)-2, (c+1)*chunkBytes+gramSpan)
+		for i := c * chunkBytes; i < end; i++ {
+			h := gramBit(lower[i], lower[i+1], lower[i+2])
+			words[h/64] |= 1 << (h % 64)
+		}
+	}
+	return f
+}
+
+// mayHold reports whether chunk c may hold an occurrence of q (three
+// bytes or more) that starts in it.
+func (x *Index) mayHold(c int, q string) bool {
+	words := x.grams[c*chunkWords : (c+1)*chunkWords]
+	for i := 0; i+2 < min(len(q), gramSpan+2); i++ {
+		h := gramBit(q[i], q[i+1], q[i+2])
+		if words[h/64]&(1<<(h%64)) == 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,7 +50,8 @@ func naive(x *Index, re *regexp.Regexp, limit int) []Hit {
 // Search runs an expression only around the literals its matches hold,
 // over the bytes a match can hold; whatever the expression (word
 // boundaries, lines, case folding, alternations, newlines, non-ASCII),
-// it finds what running it over every block whole finds.
+// it finds what running it over every block whole finds, also in blocks
+// cut in pieces.
 func TestSearchFindsWhatTheWholeBlocksHold(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	words := []string{"checkpoint", "Checkpoint", "CHECKPOINT", "saveCheckpoint", "checkpoints", "timed", "out", "is", "full",
@@ -58,7 +60,11 @@ func TestSearchFindsWhatTheWholeBlocksHold(t *testing.T) {
 	var msgs []abi.Message
 	for i := range 300 {
 		var b strings.Builder
-		for range 5 + r.IntN(60) {
+		n := 5 + r.IntN(60)
+		if i%100 == 7 {
+			n = 15_000 // a block cut in pieces
+		}
+		for range n {
 			b.WriteString(words[r.IntN(len(words))])
 			switch r.IntN(8) {
 			case 0:
@@ -117,4 +123,34 @@ func TestSearchStopsAtItsBound(t *testing.T) {
 	assert.True(t, res.Truncated, "3.6 MB with no literal, over a bound of 1 MB")
 	require.Len(t, res.Hits, 5)
 	assert.Equal(t, k.SpanRef("m399", "m399"), res.Hits[0].Ref, "the latest first")
+}
+
+// An expression that costs much a byte over a large block is bounded: a
+// block is cut in pieces between which the deadline is checked, and a
+// piece that cannot be cut and would cost too much is not run.
+func TestHostileExpressionsAreBounded(t *testing.T) {
+	words := strings.Repeat("abcdefgh ", 200_000)
+	oneWord := strings.Repeat("x", 2<<20)
+	msgs := []abi.Message{
+		{ID: "a", Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: "hello"}}},
+		{ID: "b", Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: oneWord}}},
+		{ID: "c", Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: words}}},
+	}
+	k, _ := KeyFor(msgs)
+	x := New(msgs, k)
+
+	res, err := x.Search(Query{Text: `\w{1000}`, Regexp: true})
+	require.NoError(t, err)
+	assert.True(t, res.Truncated, "2 MB of one word times a program of 1,000 instructions is not run")
+	assert.Empty(t, res.Hits)
+
+	defer func(d time.Duration) { scanTime = d }(scanTime)
+	scanTime = time.Millisecond
+	res, err = x.Search(Query{Text: `\w{300}\d`, Regexp: true})
+	require.NoError(t, err)
+	assert.True(t, res.Truncated, "the deadline is checked between the pieces of one block")
+	res, err = x.Search(Query{Text: `hello`, Regexp: true})
+	require.NoError(t, err)
+	assert.False(t, res.Truncated, "a literal that is rare runs over little")
+	assert.Len(t, res.Hits, 1)
 }
