@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,6 +19,9 @@ import (
 
 type mcpOptions struct {
 	sessionFile string
+	session     string
+	serveURL    string
+	serveToken  string
 	listen      string
 	tokenFile   string
 }
@@ -25,7 +29,7 @@ type mcpOptions struct {
 func newMCPCmd(g *globals) *cobra.Command {
 	o := &mcpOptions{}
 	cmd := &cobra.Command{
-		Use:   "mcp --session-file FILE [--listen HOST:PORT]",
+		Use:   "mcp (--session-file FILE | --session ID --serve-url URL) [--listen HOST:PORT]",
 		Short: "Serve the recall and search tools over MCP, so the model can read what a compaction folded",
 		Long: `A summary compact-host writes names what it folded with markers:
 [recall:s-…] for the folded messages and [recall:t-…] for each large tool
@@ -46,6 +50,13 @@ Code session, a Codex rollout, any format compact-host reads) or a
 compact-host session log. Every message in it can be recalled, also those
 behind the agent's own compactions; the file is read again when it grows.
 
+--session names a session kept by 'compact-host serve' instead, read from
+serve's API (GET /v1/sessions/{id}/originals) at --serve-url, with the
+token the session was made with (--serve-token-env names the variable that
+holds it), so a token reaches its own sessions only. serve keeps what each
+compaction folded beside the session; the session is read again when it
+changed.
+
 The server speaks MCP over stdin and stdout, as an agent starts it, or with
 --listen over streamable HTTP. HTTP listens on loopback only, unless
 --token-file names the bearer tokens to require; bodies are limited to
@@ -60,6 +71,10 @@ over the limit is a tool error that says so, and names nothing else.`,
   #   command = "compact-host"
   #   args = ["mcp", "--session-file", "ROLLOUT.jsonl"]
 
+  # A session of compact-host serve, with the token it was made with
+  COMPACT_HOST_TOKEN=… compact-host mcp --session ticket-4711 \
+    --serve-url http://127.0.0.1:8377 --serve-token-env COMPACT_HOST_TOKEN
+
   # Any client over streamable HTTP: url = "http://127.0.0.1:8378/"
   compact-host mcp --session-file rollout.jsonl --listen 127.0.0.1:8378`,
 		Args: cobra.NoArgs,
@@ -67,27 +82,18 @@ over the limit is a tool error that says so, and names nothing else.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.sessionFile, "session-file", "", "the conversation: an agent's session file or a compact-host session log")
+	fl.StringVar(&o.session, "session", "", "the conversation: the ID of a session kept by compact-host serve (with --serve-url)")
+	fl.StringVar(&o.serveURL, "serve-url", "", "with --session: the base URL of compact-host serve, e.g. http://127.0.0.1:8377")
+	fl.StringVar(&o.serveToken, "serve-token-env", "", "with --session: name of the environment variable holding the session's serve token")
 	fl.StringVar(&o.listen, "listen", "", "serve streamable HTTP on HOST:PORT instead of stdio (loopback unless --token-file)")
 	fl.StringVar(&o.tokenFile, "token-file", "", "with --listen: bearer tokens to require, one a line (\"name:token\" or a bare token); needed to listen beyond loopback")
 	return cmd
 }
 
 func runMCP(ctx context.Context, g *globals, o *mcpOptions) error {
-	if o.sessionFile == "" {
-		return usageError{errors.New("mcp needs the conversation: --session-file FILE")}
-	}
-	info, err := os.Stat(o.sessionFile)
+	src, name, err := mcpSource(ctx, g, o)
 	if err != nil {
-		return withCode(ExitInput, fmt.Errorf("--session-file: %w", err))
-	}
-	if !info.Mode().IsRegular() {
-		return withCode(ExitInput, fmt.Errorf("--session-file %s: not a regular file (mode %s)", o.sessionFile, info.Mode().Type()))
-	}
-	src := &recallmcp.FileSource{Path: o.sessionFile}
-	// The file is read once now, so that a file that is no session fails
-	// here, with its reason, not at the model's first call.
-	if _, err := src.Index(ctx); err != nil {
-		return withCode(ExitInput, fmt.Errorf("--session-file %s: %w", o.sessionFile, err))
+		return err
 	}
 	log := slog.New(g.logHandler(slog.LevelWarn))
 	srv := recallmcp.NewServer(src, Version)
@@ -124,8 +130,48 @@ func runMCP(ctx context.Context, g *globals, o *mcpOptions) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	a.note("compact-host %s: MCP on http://%s/ for %s", Version, ln.Addr(), o.sessionFile)
+	a.note("compact-host %s: MCP on http://%s/ for %s", Version, ln.Addr(), name)
 	return serveUntilDone(ctx, a, hs, ln, 10*time.Second)
+}
+
+// mcpSource is the conversation the flags name, read once, so that a
+// conversation that cannot be read fails here, with its reason, not at
+// the model's first call; name names it in notes.
+func mcpSource(ctx context.Context, g *globals, o *mcpOptions) (src recallmcp.Source, name string, err error) {
+	switch {
+	case o.sessionFile != "" && o.session != "":
+		return nil, "", usageError{errors.New("give one conversation: --session-file or --session")}
+	case o.session != "":
+		if o.serveURL == "" {
+			return nil, "", usageError{errors.New("--session needs --serve-url: the compact-host serve that keeps the session")}
+		}
+		s := &recallmcp.ServeSource{URL: o.serveURL, Session: o.session, Client: &http.Client{Timeout: recallmcp.ServeTimeout}}
+		if o.serveToken != "" {
+			if s.Token = strings.TrimSpace(g.io.Getenv(o.serveToken)); s.Token == "" {
+				return nil, "", usageError{fmt.Errorf("--serve-token-env %s: the variable is unset or empty", o.serveToken)}
+			}
+		}
+		if _, err := s.Index(ctx); err != nil {
+			return nil, "", withCode(ExitInput, fmt.Errorf("--session %s: %w", o.session, err))
+		}
+		return s, "session " + o.session, nil
+	case o.serveURL != "" || o.serveToken != "":
+		return nil, "", usageError{errors.New("--serve-url and --serve-token-env go with --session")}
+	case o.sessionFile == "":
+		return nil, "", usageError{errors.New("mcp needs the conversation: --session-file FILE, or --session ID --serve-url URL")}
+	}
+	info, err := os.Stat(o.sessionFile)
+	if err != nil {
+		return nil, "", withCode(ExitInput, fmt.Errorf("--session-file: %w", err))
+	}
+	if !info.Mode().IsRegular() {
+		return nil, "", withCode(ExitInput, fmt.Errorf("--session-file %s: not a regular file (mode %s)", o.sessionFile, info.Mode().Type()))
+	}
+	f := &recallmcp.FileSource{Path: o.sessionFile}
+	if _, err := f.Index(ctx); err != nil {
+		return nil, "", withCode(ExitInput, fmt.Errorf("--session-file %s: %w", o.sessionFile, err))
+	}
+	return f, o.sessionFile, nil
 }
 
 // readCloser and writeCloser let the MCP transport close stdio's ends

@@ -169,7 +169,7 @@ func TestOpenAPISchemasMatchTheWireTypes(t *testing.T) {
 		"TruncateRequest": TruncateRequest{}, "TruncateResponse": TruncateResponse{},
 		"CanonicalMessage": abi.Message{}, "Block": abi.Block{}, "Usage": abi.Usage{},
 		"SessionRequest": SessionRequest{}, "AppendRequest": AppendRequest{}, "SessionUpdate": SessionUpdate{},
-		"SessionView": SessionView{}, "SessionDeleted": SessionDeleted{},
+		"SessionView": SessionView{}, "SessionDeleted": SessionDeleted{}, "SessionOriginals": SessionOriginals{},
 	} {
 		schema, ok := d.Comps.Schemas[name]
 		if !assert.True(t, ok, "no schema %s", name) {

@@ -111,6 +111,7 @@ func (s *Server) reserve(ctx context.Context, ref sessionRef, size int64) *apiEr
 				s.log.Warn("tenant quota: a session to remove stays", "tenant", ref.tenant, "session", id, "err", err)
 				continue
 			}
+			s.dropOriginals(ctx, scopedKey(ref.tenant, id))
 			s.log.Info("tenant quota: removed the tenant's session written longest ago", "tenant", ref.tenant, "session", id,
 				"max_sessions", q.MaxSessions, "max_bytes", q.MaxBytes)
 		}

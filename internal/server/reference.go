@@ -120,6 +120,16 @@ GET /v1/sessions/{id}?output_format=canonical|anthropic|openai
       (canonical by default); system: Anthropic's system prompt, which
       its messages cannot hold; summary: the latest compaction's.
 
+GET /v1/sessions/{id}/originals
+  200 {"id","revision","messages"}
+      messages: canonical, each once: what the session's compactions
+      folded, each compaction's summary after what it folded, then the
+      rest of the current context; what compact-host mcp --session
+      recalls the summaries' [recall:…] markers from and searches. The
+      ETag names the revision: If-None-Match gets 304 while it holds.
+      The originals are kept beside the session, up to the store's size
+      limit of a session, and go with it.
+
 DELETE /v1/sessions/{id}
   200 {"id","deleted":true}
 

@@ -66,6 +66,8 @@ func (s *Server) sessionRoute(r *http.Request) (rt route, allow string, ok bool)
 	pattern := sessionPattern
 	if id, isMessages := strings.CutSuffix(rest, messagesPath); isMessages {
 		pattern, rest = messagesPattern, id
+	} else if id, isOriginals := strings.CutSuffix(rest, originalsPath); isOriginals {
+		pattern, rest = originalsPattern, id
 	}
 	r.SetPathValue("id", rest)
 	method := r.Method
@@ -319,6 +321,7 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 			return aerr
 		}
 	}
+	s.keepOriginals(ctx, ref, sess, c, summary, true)
 	if st.Messages, err = trimmedLog(sess, c); err != nil {
 		return errorf(http.StatusInternalServerError, CodeInternal, "write the session log: %v", err)
 	}
@@ -456,6 +459,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 				if st.LatestRecord, aerr = s.putRecord(ctx, ref, c, summary, rep); aerr != nil {
 					return aerr
 				}
+				s.keepOriginals(ctx, ref, sess, c, summary, false)
 			}
 			if st.Messages, err = trimmedLog(sess, c); err != nil {
 				return errorf(http.StatusInternalServerError, CodeInternal, "write the session log: %v", err)
@@ -555,6 +559,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, _ []byte)
 	if err := s.sessions.DeleteSession(ctx, ref.key); err != nil {
 		return storeError(ctx, ref, err)
 	}
+	s.dropOriginals(ctx, ref.key)
 	s.release(ctx, ref)
 	writeJSON(w, http.StatusOK, SessionDeleted{ID: ref.id, Deleted: true})
 	return nil
