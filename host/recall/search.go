@@ -19,7 +19,7 @@ const (
 	// MaxScanBytes bounds the text one regular expression runs over.
 	MaxScanBytes = 32 << 20
 	// SearchTimeout bounds one Search's time.
-	SearchTimeout = 250 * time.Millisecond
+	SearchTimeout = 500 * time.Millisecond
 	// maxMatches bounds the matches one Search counts, so that a query
 	// that matches everywhere ("e") costs a bounded amount.
 	maxMatches = 100_000

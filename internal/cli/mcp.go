@@ -43,7 +43,8 @@ gives the agent two tools over them:
                              the best places a text (case-insensitive) or an
                              RE2 regular expression occurs, each with the
                              marker to recall and a snippet; queries of at
-                             most 1 KB, 50 hits at most
+                             most 1 KB, 50 hits at most; a search stops at
+                             32 MB of text or 500 ms, and says so
 
 --session-file names the conversation: the agent's session file (a Claude
 Code session, a Codex rollout, any format compact-host reads) or a
