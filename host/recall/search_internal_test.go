@@ -79,6 +79,9 @@ func TestSearchFindsWhatTheWholeBlocksHold(t *testing.T) {
 	}
 	k, _ := KeyFor(msgs)
 	x := New(msgs, k)
+	// Exactness, not time: no deadline cuts a search short here.
+	defer func(d time.Duration) { scanTime = d }(scanTime)
+	scanTime = time.Hour
 	for _, q := range []string{
 		`\bcheckpoint\w*`, `checkpoint`, `(?i)checkpoint`, `(?i)\bcheckpoint\b`, `\Bcheckpoint`, `checkpoint\B`,
 		`\w+Error`, `[a-z]+_[a-z]+\(`, `(timed out|is full)`, `(?s)checkpoint.*resume`, `checkpoint.*resume`,
@@ -110,8 +113,8 @@ func TestSearchStopsAtItsBound(t *testing.T) {
 	for i := range 400 {
 		msgs = append(msgs, abi.Message{ID: fmt.Sprintf("m%d", i), Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: strings.Repeat("ab ", 3_000) + fmt.Sprintf("NUM%d", i)}}})
 	}
-	defer func(n int) { scanBytes = n }(scanBytes)
-	scanBytes = 1 << 20
+	defer func(n int, d time.Duration) { scanBytes, scanTime = n, d }(scanBytes, scanTime)
+	scanBytes, scanTime = 1<<20, time.Hour
 	k, _ := KeyFor(msgs)
 	x := New(msgs, k)
 	res, err := x.Search(Query{Text: `NUM\d+\b`, Regexp: true, Limit: 5})
@@ -129,28 +132,31 @@ func TestSearchStopsAtItsBound(t *testing.T) {
 // block is cut in pieces between which the deadline is checked, and a
 // piece that cannot be cut and would cost too much is not run.
 func TestHostileExpressionsAreBounded(t *testing.T) {
-	words := strings.Repeat("abcdefgh ", 200_000)
-	oneWord := strings.Repeat("x", 2<<20)
-	msgs := []abi.Message{
-		{ID: "a", Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: "hello"}}},
-		{ID: "b", Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: oneWord}}},
-		{ID: "c", Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: words}}},
+	index := func(texts ...string) *Index {
+		var msgs []abi.Message
+		for i, text := range texts {
+			msgs = append(msgs, abi.Message{ID: fmt.Sprintf("m%d", i), Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: text}}})
+		}
+		k, _ := KeyFor(msgs)
+		return New(msgs, k)
 	}
-	k, _ := KeyFor(msgs)
-	x := New(msgs, k)
+	defer func(d time.Duration) { scanTime = d }(scanTime)
+	scanTime = time.Hour
 
+	x := index("hello", strings.Repeat("x", 2<<20))
 	res, err := x.Search(Query{Text: `\w{1000}`, Regexp: true})
 	require.NoError(t, err)
 	assert.True(t, res.Truncated, "2 MB of one word times a program of 1,000 instructions is not run")
 	assert.Empty(t, res.Hits)
-
-	defer func(d time.Duration) { scanTime = d }(scanTime)
-	scanTime = time.Millisecond
-	res, err = x.Search(Query{Text: `\w{300}\d`, Regexp: true})
-	require.NoError(t, err)
-	assert.True(t, res.Truncated, "the deadline is checked between the pieces of one block")
 	res, err = x.Search(Query{Text: `hello`, Regexp: true})
 	require.NoError(t, err)
 	assert.False(t, res.Truncated, "a literal that is rare runs over little")
 	assert.Len(t, res.Hits, 1)
+
+	// 2 MB of words in one block: 30 pieces of 64 KB, each well over
+	// the deadline's millisecond.
+	scanTime = time.Millisecond
+	res, err = index(strings.Repeat("abcdefgh ", 230_000)).Search(Query{Text: `\w{300}\d`, Regexp: true})
+	require.NoError(t, err)
+	assert.True(t, res.Truncated, "the deadline is checked between the pieces of one block")
 }
