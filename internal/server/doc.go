@@ -143,7 +143,7 @@
 //	      recalls the summaries' [recall:…] markers from and searches. The
 //	      ETag names the revision: If-None-Match gets 304 while it holds.
 //	      The originals are kept beside the session, up to the store's size
-//	      limit of a session, and go with it.
+//	      limit of a session, count in the token's quota, and go with it.
 //
 //	DELETE /v1/sessions/{id}
 //	  200 {"id","deleted":true}

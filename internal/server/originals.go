@@ -21,8 +21,9 @@ import (
 // `compact-host mcp --session` to recall the summary's markers from. The
 // entry is bound by the store's size limit of a session; past it, a
 // compaction's originals are not kept (logged), and its markers do not
-// resolve. It goes with the session: a PUT starts it anew, a DELETE or
-// the tenant's quota removes it.
+// resolve. They count in the tenant's quota with the session, and go
+// with it: a PUT starts them anew, a DELETE or the tenant's quota
+// removes them.
 
 const (
 	originalsPath    = "/originals"
@@ -51,9 +52,8 @@ func (s *Server) keepOriginals(ctx context.Context, ref sessionRef, sess *host.S
 	key := originalsKey(ref.key)
 	if c == nil {
 		if replace {
-			if err := s.sessions.DeleteSession(ctx, key); err != nil && !errors.Is(err, store.ErrNotFound) {
-				s.log.Warn("session originals not removed", "session", ref.id, "tenant", ref.tenant, "err", err)
-			}
+			s.reserveOriginals(ctx, ref, 0, true)
+			s.dropOriginals(ctx, ref.key)
 		}
 		return
 	}
@@ -69,6 +69,13 @@ func (s *Server) keepOriginals(ctx context.Context, ref sessionRef, sess *host.S
 	}
 	summary.ID = "summary-" + c.ID
 	lines, err := entryLines(append(folded, summary))
+	if err == nil && !s.reserveOriginals(ctx, ref, int64(len(lines)), replace) {
+		// Over the tenant's quota: logged there.
+		if replace {
+			s.dropOriginals(ctx, ref.key)
+		}
+		return
+	}
 	if err == nil {
 		if replace {
 			_, err = s.sessions.PutSession(ctx, &store.Session{ID: key, Messages: lines}, store.AnyRevision)
@@ -118,8 +125,8 @@ func (s *Server) getOriginals(w http.ResponseWriter, r *http.Request, _ []byte) 
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	// A write retried after a lost revision race may have appended a
-	// compaction's originals twice: each message is given once.
+	// Each message is given once, whatever the store holds (the
+	// summary is in the originals and in the context).
 	seen := map[string]bool{}
 	var msgs []abi.Message
 	add := func(m abi.Message) {

@@ -107,3 +107,44 @@ func TestSessionOriginals(t *testing.T) {
 	_, err = st.GetSession(t.Context(), originalsKey(scopedKeyOf("first")))
 	assert.ErrorIs(t, err, store.ErrNotFound, "the quota removed the originals with the session")
 }
+
+// The originals count in the tenant's bytes: they push out the tenant's
+// sessions written longest ago, and are not kept when the session and
+// they would be over the quota alone.
+func TestSessionOriginalsCountInTheQuota(t *testing.T) {
+	conv := codingSession(52, 8, 600)
+	startAt := func(q Quota) (*Server, tenantClient) {
+		srv, ts := start(t, func(o *Options) {
+			o.Store, o.Quota = store.NewMemory(), q
+			o.Tokens = []Token{{Name: "a", Secret: tokenA}}
+		})
+		return srv, tenantClient{t, ts, tokenA}
+	}
+	putCompacted := func(a tenantClient, id string) {
+		r := a.call(http.MethodPut, "/v1/sessions/"+id, map[string]any{"session": encode(t, "canonical", conv), "options": sessionOptions})
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	}
+	srv, a := startAt(Quota{})
+	putCompacted(a, "work")
+	u, _, err := srv.readUsage(t.Context(), srv.keyer.Of(tokenA))
+	require.NoError(t, err)
+	e := u.Sessions["work"]
+	require.Positive(t, e.Bytes)
+	require.Greater(t, e.Originals, e.Bytes, "the originals are most of the conversation")
+	full, _ := originalsOf(t, a, "work")
+
+	// Room for the session and its originals, but not for an older one too.
+	_, a = startAt(Quota{MaxBytes: e.Bytes + e.Originals + 100})
+	require.Equal(t, http.StatusCreated, a.put("old", conv[:2]).Status)
+	putCompacted(a, "work")
+	a.call(http.MethodGet, "/v1/sessions/old", nil).wantError(t, http.StatusNotFound, CodeSessionNotFound)
+	msgs, _ := originalsOf(t, a, "work")
+	assert.Equal(t, len(full), len(msgs))
+
+	// Room for the session alone: its originals are not kept.
+	_, a = startAt(Quota{MaxBytes: e.Bytes + e.Originals/2})
+	putCompacted(a, "work")
+	msgs, _ = originalsOf(t, a, "work")
+	assert.Less(t, len(msgs), len(full)/2, "the context only")
+	assert.NotContains(t, textOf(msgs), conv[3].Content[0].Text)
+}

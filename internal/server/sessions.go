@@ -321,7 +321,6 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 			return aerr
 		}
 	}
-	s.keepOriginals(ctx, ref, sess, c, summary, true)
 	if st.Messages, err = trimmedLog(sess, c); err != nil {
 		return errorf(http.StatusInternalServerError, CodeInternal, "write the session log: %v", err)
 	}
@@ -354,6 +353,7 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 		created = rev == 0
 		break
 	}
+	s.keepOriginals(ctx, ref, sess, c, summary, true)
 	up := s.update(ref.id, st, sess, rep)
 	up.Created = created
 	up.Warnings = in.Warnings
@@ -441,6 +441,8 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 		}
 		st := &store.Session{ID: ref.key, Settings: cur.Settings, LatestRecord: cur.LatestRecord, Compactions: cur.Compactions}
 		var err error
+		// keep keeps what the compaction folded, once the session is written.
+		var keep func()
 		if rep.Action == sessionio.ActionNone {
 			// Only the new lines travel to the store.
 			var lines []byte
@@ -459,13 +461,15 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 				if st.LatestRecord, aerr = s.putRecord(ctx, ref, c, summary, rep); aerr != nil {
 					return aerr
 				}
-				s.keepOriginals(ctx, ref, sess, c, summary, false)
 			}
 			if st.Messages, err = trimmedLog(sess, c); err != nil {
 				return errorf(http.StatusInternalServerError, CodeInternal, "write the session log: %v", err)
 			}
 			if aerr := s.reserve(ctx, ref, int64(len(st.Messages)+len(st.Settings))); aerr != nil {
 				return aerr
+			}
+			if c != nil && compacted {
+				keep = func() { s.keepOriginals(ctx, ref, sess, c, summary, false) }
 			}
 			st.Revision, err = s.sessions.PutSession(ctx, st, cur.Revision)
 		}
@@ -477,6 +481,9 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 		}
 		if err != nil {
 			return storeError(ctx, ref, err)
+		}
+		if keep != nil {
+			keep()
 		}
 		up := s.update(ref.id, st, sess, rep)
 		up.Appended, up.Warnings = len(msgs), warnings
