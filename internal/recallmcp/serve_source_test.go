@@ -21,6 +21,7 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/plugin/wasm"
+	"github.com/compact-host/compact-host/host/recall"
 	"github.com/compact-host/compact-host/internal/recallmcp"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/compact-host/compact-host/internal/testwasm"
@@ -28,7 +29,7 @@ import (
 
 // startServe runs compact-host serve's API on loopback, with two tokens
 // (two tenants), offline summaries and a small window.
-func startServe(t *testing.T) *httptest.Server {
+func startServe(t testing.TB) *httptest.Server {
 	t.Helper()
 	dir := t.TempDir()
 	cache, err := testwasm.ShareCompiled(filepath.Join(dir, "wazero"))
@@ -63,7 +64,7 @@ func turns(tag string, from, n int) []abi.Message {
 	return msgs
 }
 
-func serveCall(t *testing.T, ts *httptest.Server, token, method, path string, body any) (int, []byte) {
+func serveCall(t testing.TB, ts *httptest.Server, token, method, path string, body any) (int, []byte) {
 	t.Helper()
 	data, err := json.Marshal(body)
 	require.NoError(t, err)
@@ -80,7 +81,7 @@ func serveCall(t *testing.T, ts *httptest.Server, token, method, path string, bo
 	return resp.StatusCode, b.Bytes()
 }
 
-func putServeSession(t *testing.T, ts *httptest.Server, token, id string, msgs []abi.Message) {
+func putServeSession(t testing.TB, ts *httptest.Server, token, id string, msgs []abi.Message) {
 	t.Helper()
 	status, body := serveCall(t, ts, token, http.MethodPut, "/v1/sessions/"+id, map[string]any{"session": msgs})
 	require.Equal(t, http.StatusCreated, status, "%s", body)
@@ -229,4 +230,33 @@ func TestServeSessionRecall(t *testing.T) {
 	text, isErr = call(t, connect(t, &recallmcp.ServeSource{URL: ts.URL, Session: "ticket-1", Token: "alice-token"}), recallmcp.ToolSearch, map[string]any{"query": "needle-one"})
 	require.False(t, isErr, text)
 	assert.Equal(t, "no match", text)
+}
+
+// BenchmarkRecallFromServeSession is one recall call's work behind the
+// MCP server on a serve session of 400 turns already read: a request to
+// serve that it answers 304 (the session unchanged), then the lookup.
+func BenchmarkRecallFromServeSession(b *testing.B) {
+	ts := startServe(b)
+	msgs := append([]abi.Message{{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: "Read every part."}}}}, turns("b", 0, 400)...)
+	putServeSession(b, ts, "alice-token", "bench", msgs)
+	src := &recallmcp.ServeSource{URL: ts.URL, Session: "bench", Token: "alice-token"}
+	ctx := context.Background()
+	x, err := src.Index(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := x.Search(recall.Query{Text: "needle-b-200 found"})
+	if err != nil || len(res.Hits) != 1 {
+		b.Fatal(err, res)
+	}
+	ref := res.Hits[0].Ref
+	for b.Loop() {
+		y, err := src.Index(ctx)
+		if err != nil || y != x {
+			b.Fatal(err, "the session was read again")
+		}
+		if _, err := y.Recall(ref, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -105,26 +105,34 @@ func (s *Server) getOriginals(w http.ResponseWriter, r *http.Request, _ []byte) 
 		return aerr
 	}
 	ctx := r.Context()
-	ld, aerr := s.load(ctx, ref)
-	if aerr != nil {
-		return aerr
+	// The revisions first: an unchanged session is answered 304 without
+	// replaying its log.
+	cur, err := s.sessions.GetSession(ctx, ref.key)
+	if err != nil {
+		return storeError(ctx, ref, err)
 	}
-	defer ld.session.Close()
-	var archived *store.Session
+	archived := &store.Session{}
 	switch st, err := s.sessions.GetSession(ctx, originalsKey(ref.key)); {
 	case errors.Is(err, store.ErrNotFound):
-		archived = &store.Session{}
 	case err != nil:
 		return storeError(ctx, ref, err)
 	default:
 		archived = st
 	}
-	etag := `"` + strconv.FormatInt(ld.stored.Revision, 10) + "." + strconv.FormatInt(archived.Revision, 10) + `"`
-	w.Header().Set("ETag", etag)
-	if r.Header.Get("If-None-Match") == etag {
+	etag := func(rev int64) string {
+		return `"` + strconv.FormatInt(rev, 10) + "." + strconv.FormatInt(archived.Revision, 10) + `"`
+	}
+	if r.Header.Get("If-None-Match") == etag(cur.Revision) {
+		w.Header().Set("ETag", etag(cur.Revision))
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
+	ld, aerr := s.load(ctx, ref)
+	if aerr != nil {
+		return aerr
+	}
+	defer ld.session.Close()
+	w.Header().Set("ETag", etag(ld.stored.Revision))
 	// Each message is given once, whatever the store holds (the
 	// summary is in the originals and in the context).
 	seen := map[string]bool{}
