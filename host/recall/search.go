@@ -118,11 +118,10 @@ type scan struct {
 	truncated bool
 }
 
-// add counts a match at offset at. The matches of one block come
-// together, though not always in order.
-func (s *scan) add(at int) {
+// add counts a match at offset at, in doc d. The matches of one block
+// come together, though not always in order.
+func (s *scan) add(d, at int) {
 	s.matches++
-	d := s.x.docAt(at)
 	if n := len(s.found); n > 0 && s.found[n-1].d == d {
 		f := &s.found[n-1]
 		f.n++
@@ -143,7 +142,7 @@ func (s *scan) full() bool {
 // substring counts the occurrences of q, lower-cased.
 func (s *scan) substring(q string) {
 	s.x.occurrences(q, func(start int) int {
-		s.add(start)
+		s.add(s.x.docAt(start), start)
 		if s.full() {
 			return -1
 		}
@@ -159,7 +158,7 @@ func (s *scan) substring(q string) {
 func (x *Index) occurrences(q string, fn func(start int) int) {
 	j := rarest(&x.freq, q)
 	c, text := q[j], x.lower
-	chunk := chunkBytes
+	chunk, bits := chunkBytes, gramBits(q)
 	if len(q) < 3 {
 		chunk = len(text) + 1
 	}
@@ -167,7 +166,7 @@ func (x *Index) occurrences(q string, fn func(start int) int) {
 	for next := 0; next < len(text); {
 		ci := next / chunk
 		end := min(len(text), (ci+1)*chunk)
-		if len(q) >= 3 && !x.mayHold(ci, q) {
+		if len(q) >= 3 && !x.mayHold(ci, bits) {
 			next = end
 			continue
 		}
@@ -216,30 +215,33 @@ func rarest(freq *[256]int, q string) int {
 // short by its bounds has looked at the latest.
 func (s *scan) regexp(re *regexp.Regexp) {
 	x := s.x
-	var windows [][2]int
+	type window struct{ from, to, d int }
+	var windows []window
 	p := plan(re.String(), &x.freq, len(x.lower))
 	if p.lits == nil {
-		windows = make([][2]int, len(x.docs))
+		windows = make([]window, len(x.docs))
 		for d := range x.docs {
-			windows[d] = x.docBounds(d)
+			b := x.docBounds(d)
+			windows[d] = window{b[0], b[1], d}
 		}
 	} else {
 		for _, lit := range p.lits {
 			x.occurrences(lit, func(start int) int {
-				w := p.run(x.text, x.docBounds(x.docAt(start)), start)
+				d := x.docAt(start)
+				w := p.run(x.text, x.docBounds(d), start)
 				if w[1] > w[0] {
-					windows = append(windows, w)
+					windows = append(windows, window{w[0], w[1], d})
 				}
 				return w[1]
 			})
 		}
 		if len(p.lits) > 1 {
-			slices.SortFunc(windows, func(a, b [2]int) int { return a[0] - b[0] })
+			slices.SortFunc(windows, func(a, b window) int { return a.from - b.from })
 			windows = slices.Compact(windows)
 		}
 	}
 	for i := len(windows) - 1; i >= 0; i-- {
-		for w := windows[i]; w[1] > w[0]; {
+		for w := [2]int{windows[i].from, windows[i].to}; w[1] > w[0]; {
 			piece := p.lastPiece(x.text, w)
 			w[1] = piece[0]
 			n := piece[1] - piece[0]
@@ -249,7 +251,7 @@ func (s *scan) regexp(re *regexp.Regexp) {
 			}
 			for _, m := range re.FindAllStringIndex(x.text[piece[0]:piece[1]], maxMatches-s.matches) {
 				if m[1] > m[0] {
-					s.add(piece[0] + m[0])
+					s.add(windows[i].d, piece[0]+m[0])
 				}
 			}
 			if s.full() {
@@ -544,12 +546,21 @@ func chunkFilters(lower string) []uint64 {
 	return f
 }
 
-// mayHold reports whether chunk c may hold an occurrence of q (three
-// bytes or more) that starts in it.
-func (x *Index) mayHold(c int, q string) bool {
-	words := x.grams[c*chunkWords : (c+1)*chunkWords]
+// gramBits are the filter bits of q's trigrams, those of its first
+// gramSpan+2 bytes.
+func gramBits(q string) []uint32 {
+	var bits []uint32
 	for i := 0; i+2 < min(len(q), gramSpan+2); i++ {
-		h := gramBit(q[i], q[i+1], q[i+2])
+		bits = append(bits, gramBit(q[i], q[i+1], q[i+2]))
+	}
+	return bits
+}
+
+// mayHold reports whether chunk c may hold an occurrence that starts in
+// it of a literal of three bytes or more, by the literal's gramBits.
+func (x *Index) mayHold(c int, bits []uint32) bool {
+	words := x.grams[c*chunkWords : (c+1)*chunkWords]
+	for _, h := range bits {
 		if words[h/64]&(1<<(h%64)) == 0 {
 			return false
 		}
