@@ -78,6 +78,11 @@ func BenchmarkSearch(b *testing.B) {
 		{Text: `func \w+Checkpoint\(`, Regexp: true},
 		{Text: `proxy (request|response) handler`, Regexp: true},
 		{Text: `\bcheckpoint\w*`, Regexp: true},
+		{Text: `\w+Error`, Regexp: true},
+		{Text: `(timed out|is full)`, Regexp: true},
+		{Text: `(?s)checkpoint.*resume`, Regexp: true},
+		{Text: `\b[A-Z]{4,}\b`, Regexp: true},
+		{Text: `[a-z]+_[a-z]+\(`, Regexp: true},
 	} {
 		b.Run(q.Text, func(b *testing.B) {
 			timed(b, func() {

@@ -3,12 +3,9 @@ package recall
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/compact-host/compact-host/abi"
 )
@@ -62,6 +59,8 @@ type Index struct {
 	// freq counts each byte of lower: a substring search scans for the
 	// query's rarest byte, which stops least often.
 	freq [256]int
+	// grams are the chunk filters of lower (see chunkFilters).
+	grams []uint64
 }
 
 type loc struct{ msg, block int }
@@ -111,6 +110,7 @@ func New(msgs []abi.Message, keys ...Key) *Index {
 	for i := 0; i < len(x.lower); i++ {
 		x.freq[x.lower[i]]++
 	}
+	x.grams = chunkFilters(x.lower)
 	return x
 }
 
@@ -252,171 +252,6 @@ func (x *Index) renderTool(l loc) string {
 	}
 	x.renderBlock(&b, l)
 	return b.String()
-}
-
-// Query is one Search.
-type Query struct {
-	// Text is a substring (case-insensitive) or, with Regexp, an RE2
-	// regular expression; at most MaxQueryBytes.
-	Text   string `json:"query"`
-	Regexp bool   `json:"regexp,omitempty"`
-	// Limit bounds the hits, DefaultHits when 0, at most MaxHits.
-	Limit int `json:"limit,omitempty"`
-}
-
-// Hit is one place a query matched.
-type Hit struct {
-	// Ref is the marker to recall: the tool output, or the message.
-	Ref     string `json:"ref"`
-	Role    string `json:"role"`
-	Tool    string `json:"tool,omitempty"`
-	Matches int    `json:"matches"`
-	Snippet string `json:"snippet"`
-}
-
-// Search finds q in the originals and returns the hits, best first: the
-// blocks with the most matches, and among equals the latest.
-func (x *Index) Search(q Query) ([]Hit, error) {
-	switch {
-	case strings.TrimSpace(q.Text) == "":
-		return nil, fmt.Errorf("%w: the query is empty", ErrQuery)
-	case len(q.Text) > MaxQueryBytes:
-		return nil, fmt.Errorf("%w: the query has %d bytes, over the limit of %d", ErrQuery, len(q.Text), MaxQueryBytes)
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = DefaultHits
-	}
-	limit = min(limit, MaxHits)
-	var spans [][2]int
-	if q.Regexp {
-		re, err := regexp.Compile(q.Text)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrQuery, err)
-		}
-		spans = x.findRegexp(re)
-	} else {
-		spans = x.findSubstring(asciiLower(q.Text))
-	}
-	type scored struct {
-		d, n, at int
-	}
-	var found []scored
-	for _, s := range spans {
-		d := x.docAt(s[0])
-		if len(found) > 0 && found[len(found)-1].d == d {
-			found[len(found)-1].n++
-			continue
-		}
-		found = append(found, scored{d, 1, s[0]})
-	}
-	slices.SortStableFunc(found, func(a, b scored) int {
-		if a.n != b.n {
-			return b.n - a.n
-		}
-		return b.d - a.d
-	})
-	hits := make([]Hit, 0, min(limit, len(found)))
-	for _, f := range found[:min(limit, len(found))] {
-		hits = append(hits, x.hit(x.docs[f.d].loc, f.n, f.at))
-	}
-	return hits, nil
-}
-
-// maxMatches bounds the matches one Search counts, so that a query that
-// matches everywhere ("e") costs a bounded amount.
-const maxMatches = 100_000
-
-// findSubstring finds q by its rarest byte: IndexByte skips ahead to it
-// many bytes at a time, and only there is q compared whole.
-func (x *Index) findSubstring(q string) [][2]int {
-	var out [][2]int
-	j := 0
-	for i := 1; i < len(q); i++ {
-		if x.freq[q[i]] < x.freq[q[j]] {
-			j = i
-		}
-	}
-	c, text := q[j], x.lower
-	for at := j; len(out) < maxMatches && at < len(text); {
-		i := strings.IndexByte(text[at:], c)
-		if i < 0 {
-			break
-		}
-		start := at + i - j
-		if start+len(q) <= len(text) && text[start:start+len(q)] == q {
-			out = append(out, [2]int{start, start + len(q)})
-			at = start + len(q) + j
-			continue
-		}
-		at += i + 1
-	}
-	return out
-}
-
-// findRegexp runs re over the blocks that hold a literal every match of
-// re holds, found as findSubstring finds a query; re runs over the whole
-// text only when it has no such literal.
-func (x *Index) findRegexp(re *regexp.Regexp) [][2]int {
-	var out [][2]int
-	add := func(base int, text string) {
-		for _, m := range re.FindAllStringIndex(text, maxMatches-len(out)) {
-			if m[1] > m[0] {
-				out = append(out, [2]int{base + m[0], base + m[1]})
-			}
-		}
-	}
-	lit := requiredLiteral(re.String())
-	if len(lit) < 3 {
-		add(0, x.text)
-		return out
-	}
-	last := -1
-	for _, m := range x.findSubstring(asciiLower(lit)) {
-		d := x.docAt(m[0])
-		if d == last || len(out) >= maxMatches {
-			continue
-		}
-		last = d
-		start, end := x.docs[d].start, len(x.text)
-		if d+1 < len(x.docs) {
-			end = x.docs[d+1].start
-		}
-		add(start, x.text[start:end])
-	}
-	return out
-}
-
-// requiredLiteral is the longest ASCII literal that every match of expr
-// holds, of those at its top level; "" when there is none.
-func requiredLiteral(expr string) string {
-	r, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
-		return ""
-	}
-	r = r.Simplify()
-	for r.Op == syntax.OpCapture {
-		r = r.Sub[0]
-	}
-	subs := []*syntax.Regexp{r}
-	if r.Op == syntax.OpConcat {
-		subs = r.Sub
-	}
-	best := ""
-	for _, sub := range subs {
-		if sub.Op != syntax.OpLiteral {
-			continue
-		}
-		lit := string(sub.Rune)
-		ascii := true
-		for i := 0; i < len(lit); i++ {
-			ascii = ascii && lit[i] < utf8.RuneSelf
-		}
-		if ascii && len(lit) > len(best) {
-			best = lit
-		}
-	}
-	return best
 }
 
 // docAt is the index of the doc holding offset at.

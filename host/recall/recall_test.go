@@ -125,44 +125,44 @@ func TestHugeOriginalsArePagedAndCapped(t *testing.T) {
 		_, err = x.Recall(ref, page)
 		assert.ErrorIs(t, err, recall.ErrPage)
 	}
-	hits, err := x.Search(recall.Query{Text: "0123"})
+	res, err := x.Search(recall.Query{Text: "0123"})
 	require.NoError(t, err)
-	require.Len(t, hits, 1)
-	assert.Less(t, len(hits[0].Snippet), 300, "a snippet is bounded")
+	require.Len(t, res.Hits, 1)
+	assert.Less(t, len(res.Hits[0].Snippet), 300, "a snippet is bounded")
 }
 
 func TestSearch(t *testing.T) {
 	x, k := index(t, conversation("fix the build", 30))
-	hits, err := x.Search(recall.Query{Text: "NEEDLE-17 "})
+	res, err := x.Search(recall.Query{Text: "NEEDLE-17 "})
 	require.NoError(t, err)
-	require.Len(t, hits, 1)
-	assert.Equal(t, k.ToolRef("call_17"), hits[0].Ref)
-	assert.Equal(t, "Bash", hits[0].Tool)
-	assert.Contains(t, hits[0].Snippet, "needle-17 found")
-	p, err := x.Recall(hits[0].Ref, 1)
+	require.Len(t, res.Hits, 1)
+	assert.Equal(t, k.ToolRef("call_17"), res.Hits[0].Ref)
+	assert.Equal(t, "Bash", res.Hits[0].Tool)
+	assert.Contains(t, res.Hits[0].Snippet, "needle-17 found")
+	p, err := x.Recall(res.Hits[0].Ref, 1)
 	require.NoError(t, err)
 	assert.Contains(t, p.Text, "needle-17 found")
 
-	hits, err = x.Search(recall.Query{Text: `line of turn (10|2\d)\b`, Regexp: true, Limit: 3})
+	res, err = x.Search(recall.Query{Text: `line of turn (10|2\d)\b`, Regexp: true, Limit: 3})
 	require.NoError(t, err)
-	require.Len(t, hits, 3)
-	for _, h := range hits {
+	require.Len(t, res.Hits, 3)
+	for _, h := range res.Hits {
 		assert.Equal(t, 200, h.Matches)
 	}
-	assert.Equal(t, k.ToolRef("call_25"), hits[0].Ref, "equal counts rank the latest first")
+	assert.Equal(t, k.ToolRef("call_25"), res.Hits[0].Ref, "equal counts rank the latest first")
 
 	// With a literal every match holds (prefiltered) and without one
 	// (the whole text), the same blocks match.
 	for _, q := range []string{`\bneedle-1\d\b found`, `\bneedle-1\d\b`, `(?i)\bNEEDLE-1\d\b`} {
-		hits, err = x.Search(recall.Query{Text: q, Regexp: true, Limit: 50})
+		res, err = x.Search(recall.Query{Text: q, Regexp: true, Limit: 50})
 		require.NoError(t, err)
-		assert.Len(t, hits, 10, q)
+		assert.Len(t, res.Hits, 10, q)
 	}
 
-	hits, err = x.Search(recall.Query{Text: "Looking", Limit: 1000})
+	res, err = x.Search(recall.Query{Text: "Looking", Limit: 1000})
 	require.NoError(t, err)
-	assert.Len(t, hits, 30)
-	p, err = x.Recall(hits[0].Ref, 1)
+	assert.Len(t, res.Hits, 30)
+	p, err = x.Recall(res.Hits[0].Ref, 1)
 	require.NoError(t, err)
 	assert.Contains(t, p.Text, "--- assistant (a29)")
 
@@ -200,9 +200,9 @@ func TestConcurrentCalls(t *testing.T) {
 				if assert.NoError(t, err) {
 					assert.Contains(t, p.Text, fmt.Sprintf("needle-%d found", n))
 				}
-				hits, err := x.Search(recall.Query{Text: fmt.Sprintf("needle-%d found", n)})
-				if assert.NoError(t, err) && assert.Len(t, hits, 1) {
-					assert.Equal(t, k.ToolRef(fmt.Sprintf("call_%d", n)), hits[0].Ref)
+				res, err := x.Search(recall.Query{Text: fmt.Sprintf("needle-%d found", n)})
+				if assert.NoError(t, err) && assert.Len(t, res.Hits, 1) {
+					assert.Equal(t, k.ToolRef(fmt.Sprintf("call_%d", n)), res.Hits[0].Ref)
 				}
 			}
 		})

@@ -18,16 +18,19 @@ import (
 
 type mcpOptions struct {
 	sessionFile  string
-	listen       string
-	tokenFile    string
 	store        string
 	conversation string
+	session      string
+	serveURL     string
+	serveToken   string
+	listen       string
+	tokenFile    string
 }
 
 func newMCPCmd(g *globals) *cobra.Command {
 	o := &mcpOptions{}
 	cmd := &cobra.Command{
-		Use:   "mcp (--session-file FILE | --conversation ID [--store URL]) [--listen HOST:PORT]",
+		Use:   "mcp (--session-file FILE | --conversation ID [--store URL] | --session ID --serve-url URL) [--listen HOST:PORT]",
 		Short: "Serve the recall and search tools over MCP, so the model can read what a compaction folded",
 		Long: `A summary compact-host writes names what it folded with markers:
 [recall:s-…] for the folded messages and [recall:t-…] for each large tool
@@ -41,7 +44,8 @@ gives the agent two tools over them:
                              the best places a text (case-insensitive) or an
                              RE2 regular expression occurs, each with the
                              marker to recall and a snippet; queries of at
-                             most 1 KB, 50 hits at most
+                             most 1 KB, 50 hits at most; a search stops at
+                             32 MB of text or 500 ms, and says so
 
 --session-file names the conversation: the agent's session file (a Claude
 Code session, a Codex rollout, any format compact-host reads) or a
@@ -54,6 +58,13 @@ $COMPACT_HOST_STORE, the config's store, or disk). The ID is the one the
 proxy's conversations report shows (GET /_compact-host/conversations with
 the agent's credential). A proxy started with --mcp serves the same tools
 itself, for any conversation of the credential the agent sends.
+
+--session names a session kept by 'compact-host serve' instead, read from
+serve's API (GET /v1/sessions/{id}/originals) at --serve-url, with the
+token the session was made with (--serve-token-env names the variable that
+holds it), so a token reaches its own sessions only. serve keeps what each
+compaction folded beside the session; the session is read again when it
+changed.
 
 The server speaks MCP over stdin and stdout, as an agent starts it, or with
 --listen over streamable HTTP. HTTP listens on loopback only, unless
@@ -71,6 +82,9 @@ over the limit is a tool error that says so, and names nothing else.`,
 
   # What the proxy folded of one conversation, from its store:
   compact-host mcp --store redis://127.0.0.1:6379/0 --conversation 3f9c…e1
+  # A session of compact-host serve, with the token it was made with
+  COMPACT_HOST_TOKEN=… compact-host mcp --session ticket-4711 \
+    --serve-url http://127.0.0.1:8377 --serve-token-env COMPACT_HOST_TOKEN
 
   # Any client over streamable HTTP: url = "http://127.0.0.1:8378/"
   compact-host mcp --session-file rollout.jsonl --listen 127.0.0.1:8378`,
@@ -81,6 +95,9 @@ over the limit is a tool error that says so, and names nothing else.`,
 	fl.StringVar(&o.sessionFile, "session-file", "", "the conversation: an agent's session file or a compact-host session log")
 	fl.StringVar(&o.conversation, "conversation", "", "the conversation: a conversation ID of the proxy (64 hex digits), read from its store")
 	fl.StringVar(&o.store, "store", "", "with --conversation: the proxy's store, as its --store names it: "+storeopen.Usage)
+	fl.StringVar(&o.session, "session", "", "the conversation: the ID of a session kept by compact-host serve (with --serve-url)")
+	fl.StringVar(&o.serveURL, "serve-url", "", "with --session: the base URL of compact-host serve, e.g. http://127.0.0.1:8377")
+	fl.StringVar(&o.serveToken, "serve-token-env", "", "with --session: name of the environment variable holding the session's serve token")
 	fl.StringVar(&o.listen, "listen", "", "serve streamable HTTP on HOST:PORT instead of stdio (loopback unless --token-file)")
 	fl.StringVar(&o.tokenFile, "token-file", "", "with --listen: bearer tokens to require, one a line (\"name:token\" or a bare token); needed to listen beyond loopback")
 	return cmd

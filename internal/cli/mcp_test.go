@@ -20,6 +20,12 @@ import (
 // connects an MCP client to it.
 func mcpClient(t *testing.T, args ...string) *mcp.ClientSession {
 	t.Helper()
+	return mcpClientEnv(t, nil, args...)
+}
+
+// mcpClientEnv is mcpClient with the environment variables env.
+func mcpClientEnv(t *testing.T, env map[string]string, args ...string) *mcp.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -31,7 +37,7 @@ func mcpClient(t *testing.T, args ...string) *mcp.ClientSession {
 			if k == "COMPACT_HOST_CACHE_DIR" {
 				return cache
 			}
-			return ""
+			return env[k]
 		}})
 		outW.Close()
 		done <- result{code: code, stderr: stderr.String()}

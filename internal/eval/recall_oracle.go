@@ -84,12 +84,12 @@ func oracle(x *recall.Index, q *Probe, summary string) (int, bool) {
 			break
 		}
 		calls++
-		hits, err := x.Search(query)
-		if err != nil || len(hits) == 0 {
+		res, err := x.Search(query)
+		if err != nil || len(res.Hits) == 0 {
 			continue
 		}
 		calls++
-		page, err := x.Recall(hits[0].Ref, 1)
+		page, err := x.Recall(res.Hits[0].Ref, 1)
 		if err != nil {
 			continue
 		}

@@ -84,11 +84,11 @@ func NewServer(src Source, version string) *mcp.Server {
 		Description: "Search the conversation's original messages and tool outputs, including those the summary folded. Returns the best hits, each with a reference to recall and a snippet.",
 		Annotations: readOnly,
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in SearchInput) (*mcp.CallToolResult, any, error) {
-		hits, err := search(ctx, src, recall.Query{Text: in.Query, Regexp: in.Regexp, Limit: in.Limit})
+		res, err := search(ctx, src, recall.Query{Text: in.Query, Regexp: in.Regexp, Limit: in.Limit})
 		if err != nil {
 			return nil, nil, err
 		}
-		return text(FormatHits(hits)), nil, nil
+		return text(FormatResult(res)), nil, nil
 	})
 	return s
 }
@@ -97,19 +97,23 @@ func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
-// FormatHits writes hits one a line: the marker to recall, who said it,
-// the count of matches and the snippet.
-func FormatHits(hits []recall.Hit) string {
-	if len(hits) == 0 {
-		return "no match"
-	}
+// FormatResult writes a search's hits one a line: the marker to recall,
+// who said it, the count of matches and the snippet; then, when the
+// search stopped at its bounds, a line that says so.
+func FormatResult(res recall.Result) string {
 	var b strings.Builder
-	for _, h := range hits {
+	if len(res.Hits) == 0 {
+		b.WriteString("no match\n")
+	}
+	for _, h := range res.Hits {
 		who := h.Role
 		if h.Tool != "" {
 			who += ", " + h.Tool
 		}
 		fmt.Fprintf(&b, "[recall:%s] (%s, %d matches) %s\n", h.Ref, who, h.Matches, h.Snippet)
+	}
+	if res.Truncated {
+		b.WriteString("[search stopped at its bound of work: these are the best of the latest blocks only; put a rarer word of what you look for in the query to search all of them]\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -176,25 +176,27 @@ func (s *StoreSource) IndexFor(ctx context.Context, ref string) (*recall.Index, 
 
 // Search searches every conversation answered for and keeps the best
 // hits: the most matches first, then the newest conversation's.
-func (s *StoreSource) Search(ctx context.Context, q recall.Query) ([]recall.Hit, error) {
+func (s *StoreSource) Search(ctx context.Context, q recall.Query) (recall.Result, error) {
 	convs, err := s.conversations(ctx, s.minReload())
 	if err != nil {
-		return nil, err
+		return recall.Result{}, err
 	}
 	var all []recall.Hit
+	truncated := false
 	for _, c := range convs {
 		x, err := s.index(ctx, c, listAge)
 		if err != nil {
 			if len(convs) == 1 {
-				return nil, err
+				return recall.Result{}, err
 			}
 			continue
 		}
-		hits, err := x.Search(q)
+		res, err := x.Search(q)
 		if err != nil {
-			return nil, err // the query's own fault: the same for every index
+			return recall.Result{}, err // the query's own fault: the same for every index
 		}
-		all = append(all, hits...)
+		all = append(all, res.Hits...)
+		truncated = truncated || res.Truncated
 	}
 	// Stable: hits of newer conversations stay ahead of older ones with
 	// as many matches.
@@ -203,7 +205,7 @@ func (s *StoreSource) Search(ctx context.Context, q recall.Query) ([]recall.Hit,
 	if limit <= 0 {
 		limit = recall.DefaultHits
 	}
-	return all[:min(len(all), limit, recall.MaxHits)], nil
+	return recall.Result{Hits: all[:min(len(all), limit, recall.MaxHits)], Truncated: truncated}, nil
 }
 
 func (s *StoreSource) minReload() time.Duration {
@@ -320,7 +322,7 @@ type RefSource interface {
 // Searcher is a Source that searches several conversations itself.
 type Searcher interface {
 	Source
-	Search(ctx context.Context, q recall.Query) ([]recall.Hit, error)
+	Search(ctx context.Context, q recall.Query) (recall.Result, error)
 }
 
 // indexFor is the index to recall ref from.
@@ -332,13 +334,13 @@ func indexFor(ctx context.Context, src Source, ref string) (*recall.Index, error
 }
 
 // search runs q over src.
-func search(ctx context.Context, src Source, q recall.Query) ([]recall.Hit, error) {
+func search(ctx context.Context, src Source, q recall.Query) (recall.Result, error) {
 	if ss, ok := src.(Searcher); ok {
 		return ss.Search(ctx, q)
 	}
 	x, err := src.Index(ctx)
 	if err != nil {
-		return nil, err
+		return recall.Result{}, err
 	}
 	return x.Search(q)
 }

@@ -150,6 +150,16 @@
 //	       "saved_per_request_usd","break_even_requests"}]}}. Kept with the
 //	      session in the store: it survives compactions and restarts.
 //
+//	GET /v1/sessions/{id}/originals
+//	  200 {"id","revision","messages"}
+//	      messages: canonical, each once: what the session's compactions
+//	      folded, each compaction's summary after what it folded, then the
+//	      rest of the current context; what compact-host mcp --session
+//	      recalls the summaries' [recall:…] markers from and searches. The
+//	      ETag names the revision: If-None-Match gets 304 while it holds.
+//	      The originals are kept beside the session, up to the store's size
+//	      limit of a session, count in the token's quota, and go with it.
+//
 //	DELETE /v1/sessions/{id}
 //	  200 {"id","deleted":true}
 //

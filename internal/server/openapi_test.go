@@ -171,7 +171,7 @@ func TestOpenAPISchemasMatchTheWireTypes(t *testing.T) {
 		"TruncateRequest": TruncateRequest{}, "TruncateResponse": TruncateResponse{},
 		"CanonicalMessage": abi.Message{}, "Block": abi.Block{}, "Usage": abi.Usage{},
 		"SessionRequest": SessionRequest{}, "AppendRequest": AppendRequest{}, "SessionUpdate": SessionUpdate{},
-		"SessionView": SessionView{}, "SessionDeleted": SessionDeleted{},
+		"SessionView": SessionView{}, "SessionDeleted": SessionDeleted{}, "SessionOriginals": SessionOriginals{},
 		"SessionCache": SessionCache{}, "SessionCost": SessionCost{}, "Growth": cost.Growth{}, "Bill": cost.Bill{},
 		"CompactionCost": cachestate.CompactionCost{},
 	} {

@@ -46,6 +46,9 @@ type usage struct {
 
 type usageEntry struct {
 	Bytes int64 `json:"bytes"`
+	// Originals is the bytes of what the session's compactions folded,
+	// kept beside it (see keepOriginals).
+	Originals int64 `json:"originals,omitempty"`
 	// Written is the Unix time in nanoseconds of the session's last
 	// write.
 	Written int64 `json:"written"`
@@ -98,23 +101,67 @@ func (s *Server) reserve(ctx context.Context, ref sessionRef, size int64) *apiEr
 		if err != nil {
 			return storeError(ctx, ref, err)
 		}
-		u.Sessions[ref.id] = usageEntry{Bytes: size, Written: time.Now().UnixNano()}
+		e := u.Sessions[ref.id]
+		e.Bytes, e.Written = size, time.Now().UnixNano()
+		u.Sessions[ref.id] = e
 		victims := u.overflow(ref.id, q)
 		if err := s.writeUsage(ctx, ref.tenant, u, rev); errors.Is(err, store.ErrConflict) && attempt < maxWriteAttempts {
 			continue
 		} else if err != nil {
 			return storeError(ctx, ref, err)
 		}
-		for _, id := range victims {
-			err := s.sessions.DeleteSession(ctx, scopedKey(ref.tenant, id))
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				s.log.Warn("tenant quota: a session to remove stays", "tenant", ref.tenant, "session", id, "err", err)
-				continue
-			}
-			s.log.Info("tenant quota: removed the tenant's session written longest ago", "tenant", ref.tenant, "session", id,
-				"max_sessions", q.MaxSessions, "max_bytes", q.MaxBytes)
-		}
+		s.evict(ctx, ref.tenant, victims)
 		return nil
+	}
+}
+
+// reserveOriginals records that ref's originals are about to grow by add
+// bytes (or, with replace, to be add bytes), making room as reserve does.
+// It refuses (false) originals that would take the session over the quota
+// alone: the session goes on without them.
+func (s *Server) reserveOriginals(ctx context.Context, ref sessionRef, add int64, replace bool) bool {
+	q := s.opts.Quota
+	for attempt := 0; ; attempt++ {
+		u, rev, err := s.readUsage(ctx, ref.tenant)
+		if err != nil {
+			s.log.Warn("tenant quota: ledger not read for a session's originals", "tenant", ref.tenant, "err", err)
+			return false
+		}
+		e := u.Sessions[ref.id]
+		if replace {
+			e.Originals = 0
+		}
+		if e.Bytes+e.Originals+add > q.MaxBytes {
+			s.log.Warn("tenant quota: a compaction's originals are not kept, the session and they would be over the token's bytes", "tenant", ref.tenant, "session", ref.id, "max_bytes", q.MaxBytes)
+			return false
+		}
+		e.Originals += add
+		e.Written = time.Now().UnixNano()
+		u.Sessions[ref.id] = e
+		victims := u.overflow(ref.id, q)
+		if err := s.writeUsage(ctx, ref.tenant, u, rev); errors.Is(err, store.ErrConflict) && attempt < maxWriteAttempts {
+			continue
+		} else if err != nil {
+			s.log.Warn("tenant quota: ledger not written for a session's originals", "tenant", ref.tenant, "err", err)
+			return false
+		}
+		s.evict(ctx, ref.tenant, victims)
+		return true
+	}
+}
+
+// evict removes the tenant's sessions victims, and their originals.
+func (s *Server) evict(ctx context.Context, t tenant.ID, victims []string) {
+	q := s.opts.Quota
+	for _, id := range victims {
+		err := s.sessions.DeleteSession(ctx, scopedKey(t, id))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("tenant quota: a session to remove stays", "tenant", t, "session", id, "err", err)
+			continue
+		}
+		s.dropOriginals(ctx, scopedKey(t, id))
+		s.log.Info("tenant quota: removed the tenant's session written longest ago", "tenant", t, "session", id,
+			"max_sessions", q.MaxSessions, "max_bytes", q.MaxBytes)
 	}
 }
 
@@ -124,7 +171,7 @@ func (u *usage) overflow(keep string, q Quota) []string {
 	var total int64
 	var others []string
 	for id, e := range u.Sessions {
-		total += e.Bytes
+		total += e.Bytes + e.Originals
 		if id != keep {
 			others = append(others, id)
 		}
@@ -141,7 +188,7 @@ func (u *usage) overflow(keep string, q Quota) []string {
 		if len(u.Sessions) <= q.MaxSessions && total <= q.MaxBytes {
 			break
 		}
-		total -= u.Sessions[id].Bytes
+		total -= u.Sessions[id].Bytes + u.Sessions[id].Originals
 		delete(u.Sessions, id)
 		victims = append(victims, id)
 	}

@@ -228,6 +228,7 @@ func New(opts Options) (*Server, error) {
 		"GET " + sessionPattern:    {method: http.MethodGet, handle: s.getSession},
 		"DELETE " + sessionPattern: {method: http.MethodDelete, handle: s.deleteSession},
 		"POST " + messagesPattern:  {method: http.MethodPost, work: true, handle: s.appendMessages},
+		"GET " + originalsPattern:  {method: http.MethodGet, handle: s.getOriginals},
 	}
 	return s, nil
 }

@@ -68,6 +68,8 @@ func (s *Server) sessionRoute(r *http.Request) (rt route, allow string, ok bool)
 	pattern := sessionPattern
 	if id, isMessages := strings.CutSuffix(rest, messagesPath); isMessages {
 		pattern, rest = messagesPattern, id
+	} else if id, isOriginals := strings.CutSuffix(rest, originalsPath); isOriginals {
+		pattern, rest = originalsPattern, id
 	}
 	r.SetPathValue("id", rest)
 	method := r.Method
@@ -363,6 +365,7 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request, body []byte)
 		created = rev == 0
 		break
 	}
+	s.keepOriginals(ctx, ref, sess, c, summary, true)
 	up := s.update(ref.id, st, sess, rep)
 	up.Created = created
 	up.Warnings = in.Warnings
@@ -473,6 +476,8 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 				return errorf(http.StatusInternalServerError, CodeInternal, "encode the session's settings: %v", err)
 			}
 		}
+		// keep keeps what the compaction folded, once the session is written.
+		var keep func()
 		if rep.Action == sessionio.ActionNone && reports == 0 {
 			// Only the new lines travel to the store.
 			var lines []byte
@@ -510,6 +515,9 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 			if aerr := s.reserve(ctx, ref, int64(len(st.Messages)+len(st.Settings))); aerr != nil {
 				return aerr
 			}
+			if c != nil && compacted {
+				keep = func() { s.keepOriginals(ctx, ref, sess, c, summary, false) }
+			}
 			st.Revision, err = s.sessions.PutSession(ctx, st, cur.Revision)
 		}
 		if errors.Is(err, store.ErrConflict) && req.IfRevision == nil && attempt < maxWriteAttempts {
@@ -522,6 +530,9 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request, body []b
 			return storeError(ctx, ref, err)
 		}
 		s.countMisses(misses)
+		if keep != nil {
+			keep()
+		}
 		up := s.update(ref.id, st, sess, rep)
 		up.Appended, up.Warnings = len(msgs), warnings
 		sess.Close()
@@ -604,6 +615,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, _ []byte)
 	if err := s.sessions.DeleteSession(ctx, ref.key); err != nil {
 		return storeError(ctx, ref, err)
 	}
+	s.dropOriginals(ctx, ref.key)
 	s.release(ctx, ref)
 	writeJSON(w, http.StatusOK, SessionDeleted{ID: ref.id, Deleted: true})
 	return nil
