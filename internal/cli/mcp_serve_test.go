@@ -111,7 +111,7 @@ func TestMCPRefusesAServeSessionItCannotRead(t *testing.T) {
 		says string
 	}{
 		{[]string{"--session", id}, ExitUsage, "--serve-url"},
-		{[]string{"--session", id, "--session-file", "x.jsonl", "--serve-url", ts.URL}, ExitUsage, "one conversation"},
+		{[]string{"--session", id, "--session-file", "x.jsonl", "--serve-url", ts.URL}, ExitUsage, "give the conversation once"},
 		{[]string{"--session-file", "x.jsonl", "--serve-url", ts.URL}, ExitUsage, "go with --session"},
 		{[]string{"--session", id, "--serve-url", ts.URL, "--serve-token-env", "UNSET"}, ExitUsage, "UNSET: the variable is unset"},
 		{[]string{"--session", id, "--serve-url", ts.URL}, ExitInput, "refused the token"},
