@@ -81,25 +81,30 @@ func special(w uint64) uint64 {
 	return (quote | backslash | control) &^ w & msb
 }
 
+// plain crosses the bytes from b[j] on, eight at a time, while none ends
+// a string, escapes or is a control character, and stops at the first that
+// does (the lowest flagged byte is always a real one) or where fewer than
+// eight are left. high is the bytes crossed, ORed into the one given:
+// their high bits tell bytes that are not ASCII.
+func plain(b []byte, j int, high uint64) (int, uint64) {
+	for j+8 <= len(b) {
+		w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
+		if m := special(w); m != 0 {
+			k := uint(bits.TrailingZeros64(m)) &^ 7
+			return j + int(k>>3), high | w&(1<<k-1)
+		}
+		high |= w
+		j += 8
+	}
+	return j, high
+}
+
 // String returns the offset past the JSON string starting at b[i] == '"'
 // and what it holds (Escape, NonASCII), or flags -1 for an invalid string.
 func String(b []byte, i int) (end, flags int) {
 	var high uint64
 	for j := i + 1; j < len(b); j++ {
-		// Eight bytes at a time while none ends the string, escapes or is
-		// a control character; then straight to the first that does (the
-		// lowest flagged byte is always a real one).
-		for j+8 <= len(b) {
-			w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
-			if m := special(w); m != 0 {
-				k := uint(bits.TrailingZeros64(m)) &^ 7
-				high |= w & (1<<k - 1)
-				j += int(k >> 3)
-				break
-			}
-			high |= w
-			j += 8
-		}
+		j, high = plain(b, j, high)
 		if j >= len(b) {
 			break
 		}
@@ -162,17 +167,7 @@ func StringAt(b []byte, i int, buf []byte) (s string, end, flags int, _ []byte) 
 	j := i + 1
 	// Up to the first escape, as String reads: nothing to copy yet.
 	for {
-		for j+8 <= len(b) {
-			w := binary.LittleEndian.Uint64((*[8]byte)(b[j : j+8])[:])
-			if m := special(w); m != 0 {
-				k := uint(bits.TrailingZeros64(m)) &^ 7
-				high |= w & (1<<k - 1)
-				j += int(k >> 3)
-				break
-			}
-			high |= w
-			j += 8
-		}
+		j, high = plain(b, j, high)
 		if j >= len(b) {
 			return "", 0, -1, buf
 		}
