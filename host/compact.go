@@ -128,7 +128,6 @@ func (e *Engine) makePlan(s *Session, keep int) (*plan, error) {
 	p.files = s.fileOpsBefore(p.cut)
 	p.latestRequest = s.foldedRequest(p.cut)
 	p.turnNo = len(s.requests)
-	p.markers = s.markers(p.start, p.cut, p.previous)
 	return p, nil
 }
 
@@ -158,8 +157,11 @@ func (s *Session) markers(start, cut int, previous string) []abi.Marker {
 
 // collect copies the folded messages, as the view shows them, into the
 // plan: the strategies read them after the session lock is released, while
-// prunes may change the view. Callers hold s.mu.
+// prunes may change the view. The markers are made here too, not in the
+// plan: a plan that only estimates (inspect, the gate) would otherwise pay
+// for a walk of every folded block. Callers hold s.mu.
 func (p *plan) collect(s *Session) {
+	p.markers = s.markers(p.start, p.cut, p.previous)
 	p.history, p.prefix = nil, nil
 	if n := p.folded - p.prefixLen; n > 0 {
 		p.history = make([]Message, 0, n)
