@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,6 +83,68 @@ func TestClaudeCodeRecallsThroughTheProxy(t *testing.T) {
 	assert.GreaterOrEqual(t, len(got), min(len(want), 1024), "a marked tool output is 1 KB or more")
 	assert.True(t, strings.HasPrefix(want, got), "the recalled output of %s is not what Claude Code sent (%d bytes recalled, %d sent): %.200q", id, len(got), len(want), got)
 	t.Logf("recalled [recall:%s], the output of %s: %d of its %d bytes on page 1, over %d model calls", ref, id, len(got), len(want), len(calls))
+}
+
+// codexKey is the API key Resume gives Codex (OPENAI_API_KEY).
+const codexKey = "sk-realagent-dummy"
+
+// codexRecallWindow is the proxy's window in the Codex run.
+const codexRecallWindow = 125_000
+
+// TestCodexRecallsThroughTheProxy does the same with the pinned Codex:
+// the corpus rollout resumed through the proxy, Codex signed in with its
+// API key (codex login --with-api-key, so its model calls carry the key as
+// a bearer token, as a user's Codex does) and the proxy's MCP endpoint in
+// config.toml with that key as its bearer token. The upstream finds the
+// recall tool through Codex's tool_search and calls it on a marker of the
+// proxy's summary; Codex's next request carries the original output.
+func TestCodexRecallsThroughTheProxy(t *testing.T) {
+	bin := agentBin(t, Codex)
+	disk, err := store.OpenDisk(t.TempDir(), store.DiskOptions{})
+	require.NoError(t, err)
+
+	// Codex names the server's tools' namespace mcp__<server>, '-' as '_'.
+	up := newRecallResponses(t, "mcp__"+strings.ReplaceAll(recallServer, "-", "_"))
+	rig := startProxy(t, up.srv.URL, host.Config{ContextWindow: codexRecallWindow, MaxOutputTokens: 8_000, KeepRecentTokens: 3_000, RecallHint: true},
+		func(o *proxy.Options) { o.Store, o.MCP = disk, true })
+
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	// Resume keeps Codex's home at dir/home/.codex; signing in first puts
+	// auth.json there, which config.toml leaves alone.
+	codexHome := filepath.Join(dir, "home", ".codex")
+	require.NoError(t, os.MkdirAll(codexHome, 0o700))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	login := exec.CommandContext(ctx, bin, "login", "--with-api-key")
+	login.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Join(dir, "home"), "CODEX_HOME=" + codexHome}
+	login.Stdin = strings.NewReader(codexKey + "\n")
+	out, err := login.CombinedOutput()
+	require.NoError(t, err, "codex login --with-api-key: %s", out)
+
+	config := "[mcp_servers." + recallServer + "]\nurl = " + tomlString(rig.url+proxy.MCPPath) + "\nbearer_token_env_var = \"OPENAI_API_KEY\"\n"
+	run, err := Resume(context.Background(), Codex, Options{Bin: bin, Session: corpusPath(t, "codex-typescript.jsonl"), Prompt: recallPrompt,
+		Dir: dir, BaseURL: rig.url, Timeout: 3 * time.Minute, CodexConfig: config})
+	require.NoError(t, err)
+	logOtherRequests(t, run)
+	calls, ref := up.recorded()
+	require.NotEmpty(t, calls)
+	up.mu.Lock()
+	auth := append([]string(nil), up.auth...)
+	up.mu.Unlock()
+	for i, a := range auth {
+		assert.Equal(t, "Bearer "+codexKey, a, "model call %d carried the signed-in key", i+1)
+	}
+	require.NotEmpty(t, ref, "no request offered the recall tools with a [recall:t-…] marker; tools of the first: %v; markers %q; gate: %s",
+		toolNames(t, calls[0]), toolMarker.FindAllString(string(calls[0]), 3), gateLines(rig))
+	assert.Contains(t, string(run.Stdout), recallReply)
+	assert.Contains(t, string(calls[0]), mustJSON(t, recall.Hint), "the proxy's summary names the tools")
+	assert.Positive(t, rig.metric(t, "compact_host_proxy_compactions_total"))
+	assert.Zero(t, rig.metric(t, `compact_host_proxy_compactions_total{strategy="emergency"`), "folded by the strategy's summary: %s", gateLines(rig))
+
+	text := codexRecalled(t, calls, ref)
+	checkRecalled(t, corpusPath(t, "codex-typescript.jsonl"), text)
+	t.Logf("recalled [recall:%s]: %d bytes over %d model calls", ref, len(text), len(calls))
 }
 
 // toolResult is a tool_result block of a Messages request.

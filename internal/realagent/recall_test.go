@@ -263,15 +263,18 @@ func toolNames(t *testing.T, body []byte) []string {
 // that offers it is answered with a tool_search_call; the next one, which
 // carries the search's output (a namespace holding recall), with a
 // function_call of recall on a tool output's marker of the input; every
-// other call with recallReply. It records every model call's body.
+// other call with recallReply. A proxy's summary calls (proxySummaryModel)
+// get proxySummary. It records every model call's body and credential.
 type recallResponses struct {
 	srv       *httptest.Server
 	namespace string
 
-	mu       sync.Mutex
-	calls    [][]byte
-	ref      string
-	searched bool
+	mu        sync.Mutex
+	calls     [][]byte
+	auth      []string // each model call's Authorization header
+	summaries int
+	ref       string
+	searched  bool
 }
 
 // recallCallID is the call_id of the scripted recall call.
@@ -315,10 +318,19 @@ func (u *recallResponses) serve(w http.ResponseWriter, r *http.Request) {
 		offered = offered || x.Name == u.namespace
 	}
 	u.mu.Lock()
-	u.calls = append(u.calls, body)
-	n := len(u.calls)
-	item := fmt.Sprintf(`{"id":"msg_recall%03d","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":%q}]}`, n, recallReply)
-	if !offered && !u.searched && strings.Contains(string(body), `"type":"tool_search"`) {
+	reply := recallReply
+	if req.Model == proxySummaryModel {
+		u.summaries++
+		reply = proxySummary
+	} else {
+		u.calls = append(u.calls, body)
+		u.auth = append(u.auth, r.Header.Get("Authorization"))
+	}
+	n := len(u.calls) + u.summaries
+	item := fmt.Sprintf(`{"id":"msg_recall%03d","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":%q}]}`, n, reply)
+	if req.Model == proxySummaryModel {
+		// A summary call is answered with the summary alone.
+	} else if !offered && !u.searched && strings.Contains(string(body), `"type":"tool_search"`) {
 		// Codex defers MCP tools behind its client-side tool_search: the
 		// model searches first, and the next call offers what it found.
 		u.searched = true
@@ -386,6 +398,16 @@ func TestCodexRecallsThroughMCP(t *testing.T) {
 	require.NotEmpty(t, ref, "no request offered the %s tools with a [recall:t-…] marker; tools of the first: %v; markers %q", tool, toolNames(t, calls[0]), toolMarker.FindAllString(string(calls[0]), 3))
 	assert.Contains(t, string(run.Stdout), recallReply)
 
+	text := codexRecalled(t, calls, ref)
+	checkRecalled(t, corpusPath(t, "codex-typescript.jsonl"), text)
+	t.Logf("recalled [recall:%s]: %d bytes over %d model calls", ref, len(text), len(calls))
+}
+
+// codexRecalled is the recalled text of the recall call's
+// function_call_output that a Codex request of calls carries; the call
+// must have come from Codex's tool search.
+func codexRecalled(t *testing.T, calls [][]byte, ref string) string {
+	t.Helper()
 	var answer string
 	for _, c := range calls {
 		var req struct {
@@ -407,8 +429,5 @@ func TestCodexRecallsThroughMCP(t *testing.T) {
 	// Codex puts its own block first: "Wall time: … seconds\nOutput:".
 	i := strings.Index(answer, "[recall:"+ref+"]")
 	require.GreaterOrEqual(t, i, 0, "the output does not name the marker asked for: %.300s", answer)
-	answer = answer[i:]
-	text := recalledText(t, answer, ref)
-	checkRecalled(t, corpusPath(t, "codex-typescript.jsonl"), text)
-	t.Logf("recalled [recall:%s]: %d bytes over %d model calls", ref, len(text), len(calls))
+	return recalledText(t, answer[i:], ref)
 }
