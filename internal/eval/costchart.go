@@ -140,7 +140,12 @@ func (s *CostSession) writeChart(w io.Writer) error {
 			color, width, label = billedColor, 1.2, "recorded bill "+usd(l.end())
 		}
 		c.p(`<polyline fill="none" stroke="%s" stroke-width="%.1f" data-policy="%s" data-usd="%.6f" points="`, color, width, esc(l.name), l.end())
+		// A step line: the cost is paid when a call is sent, not over the
+		// pause before it.
 		for j, st := range l.steps {
+			if j > 0 {
+				c.p("%.1f,%.1f ", x(j, st), c.y(l.cum[j-1], yMax))
+			}
 			c.p("%.1f,%.1f ", x(j, st), c.y(l.cum[j], yMax))
 		}
 		c.p(`"/>` + "\n")
