@@ -235,14 +235,7 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 	if err := writeEvalReport(g, o, rep); err != nil {
 		return err
 	}
-	if o.charts != "" {
-		files, err := rep.WriteCharts(o.charts)
-		if err != nil {
-			return err
-		}
-		g.say(fmt.Sprintf("wrote %d charts to %s", len(files), o.charts))
-	}
-	return nil
+	return writeEvalCharts(g, o.charts, rep.WriteCharts)
 }
 
 // runProbes is eval --probes: one strategy at one window, scored against
@@ -310,13 +303,20 @@ func runEvalCost(g *globals, o *evalOptions, args []string) error {
 	if err := writeEvalReport(g, o, rep); err != nil {
 		return err
 	}
-	if o.charts != "" {
-		files, err := rep.WriteCharts(o.charts)
-		if err != nil {
-			return err
-		}
-		g.say(fmt.Sprintf("wrote %d charts to %s", len(files), o.charts))
+	return writeEvalCharts(g, o.charts, rep.WriteCharts)
+}
+
+// writeEvalCharts writes a report's charts with write into dir, when
+// --charts gives one.
+func writeEvalCharts(g *globals, dir string, write func(dir string) ([]string, error)) error {
+	if dir == "" {
+		return nil
 	}
+	files, err := write(dir)
+	if err != nil {
+		return err
+	}
+	g.say(fmt.Sprintf("wrote %d charts to %s", len(files), dir))
 	return nil
 }
 
