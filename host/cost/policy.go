@@ -226,6 +226,17 @@ type Outcome struct {
 	// Overflows counts prompts still over the budget after compacting
 	// (Kept alone left too little room for a call's new messages).
 	Overflows int `json:"overflows"`
+	// Steps are the calls one by one, in order; their USD sum to USD.
+	Steps []Step `json:"-"`
+}
+
+// Step is one call of a replayed conversation: when it was sent (zero
+// when unknown), what it cost with the summary call of the compaction made
+// just before it, and whether one was.
+type Step struct {
+	Time      time.Time
+	USD       float64
+	Compacted bool
 }
 
 // Simulate runs a conversation whose calls are given as they would go
@@ -252,6 +263,7 @@ func Simulate(p Prices, ttl time.Duration, calls []Call, pol Policy) (Outcome, e
 		}
 		call.PromptTokens -= removed
 		call.Rewritten, call.Freed, call.Head = false, 0, 0
+		step := Step{Time: call.Time}
 		due := pol.Due(call.PromptTokens, c.sent && !c.warm(call.Time)) != ""
 		kept := pol.Kept
 		if due && pol.Fold {
@@ -264,6 +276,7 @@ func Simulate(p Prices, ttl time.Duration, calls []Call, pol Policy) (Outcome, e
 			}
 			sc := ChooseSummaryCall(p, pol.summaryPrices(p), shape)
 			o.SummaryUSD += sc.USD
+			step.USD, step.Compacted = sc.USD, true
 			if sc.Cached {
 				o.CachedSummaries++
 			}
@@ -275,7 +288,10 @@ func Simulate(p Prices, ttl time.Duration, calls []Call, pol Policy) (Outcome, e
 			o.Overflows++
 		}
 		o.PromptTokens += call.PromptTokens
-		o.Calls.Add(p, c.send(call))
+		r := c.send(call)
+		o.Calls.Add(p, r)
+		step.USD += r.USD(p)
+		o.Steps = append(o.Steps, step)
 	}
 	o.USD = o.Calls.USD + o.SummaryUSD
 	return o, nil

@@ -55,6 +55,26 @@ func TestSimulateThreshold(t *testing.T) {
 	assert.InDelta(t, 0.70335, o.USD, 1e-12)
 }
 
+func TestSimulateStepsSumToTheOutcome(t *testing.T) {
+	o := simulate(t, cost.Policy{CompactAt: 0.85})
+	calls := growing()
+	require.Len(t, o.Steps, len(calls))
+	sum, marks := 0.0, 0
+	for i, s := range o.Steps {
+		assert.Equal(t, calls[i].Time, s.Time)
+		sum += s.USD
+		if s.Compacted {
+			marks++
+		}
+	}
+	assert.InDelta(t, o.USD, sum, 1e-12)
+	assert.Equal(t, o.Compactions, marks)
+	// The third call carries its summary call (0.243) and its rewrite
+	// (20000·3.75).
+	assert.True(t, o.Steps[2].Compacted)
+	assert.InDelta(t, 0.243+0.075, o.Steps[2].USD, 1e-12)
+}
+
 func TestSimulateCacheAwareWaitsForTheCacheToExpire(t *testing.T) {
 	o := simulate(t, cost.Policy{CompactAt: 0.95, ColdAt: 0.5})
 	// 90k on a warm cache is under the gate's 95%: kept. After the pause

@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +176,19 @@ func TestEvalCost(t *testing.T) {
 	assert.Contains(t, r.stderr, "cache-aware")
 	r = runCLI(t, runOpts{}, "eval", "--cost", sampleSession(t))
 	assert.Equal(t, ExitInput, r.code, r.stderr)
+
+	// --charts draws each session's cost over time; a directory that
+	// cannot be made fails with a clear error.
+	charts := filepath.Join(t.TempDir(), "charts")
+	r = runCLI(t, runOpts{}, "eval", "--cost", "--charts", charts, path)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "wrote 1 charts to "+charts)
+	svg, err := os.ReadFile(filepath.Join(charts, strings.TrimSuffix(filepath.Base(path), ".jsonl")+".cost.svg"))
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), `data-policy="cache-aware"`)
+	r = runCLI(t, runOpts{}, "eval", "--cost", "--charts", filepath.Join(path, "charts"), path)
+	assert.NotEqual(t, ExitOK, r.code)
+	assert.Contains(t, r.stderr, "eval: charts:")
 
 	// The reply reserve the agent used sizes the budget.
 	r = runCLI(t, runOpts{}, "eval", "--cost", "--json", "--max-output-tokens", "32k", path)

@@ -96,13 +96,16 @@ policy but agent (none: the gate at 99% of the budget), with the offline
 structured strategy, a gate before every model call (its time and the
 agent's overhead taken from the recorded calls), and the probes of each
 point are scored on what the model sees then: the policy's own summaries
-and what it kept verbatim.`,
+and what it kept verbatim. With --charts DIR, --cost writes SESSION.cost.svg
+per session: the cumulative cost of each policy over the time since the
+first call, compactions marked, beside the recorded bill.`,
 		Example: `  compact-host eval
   compact-host eval --context-window 32k --strategy structured --charts charts/ session.jsonl
   compact-host eval --json > eval.json
   compact-host eval --probes internal/eval/testdata/probes --min-score 85 --min-category 70
   compact-host eval --cost --context-window 100k --policy threshold --policy cache-aware
   compact-host eval --cost --context-window 200k --max-output-tokens 32k session.jsonl
+  compact-host eval --cost --charts charts/ session.jsonl
   compact-host eval --cost --probes internal/eval/testdata/probes --context-window 128k --max-output-tokens 32k`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runEval(cmd.Context(), g, o, args) },
 	}
@@ -112,7 +115,7 @@ and what it kept verbatim.`,
 	fl.StringSliceVar(&o.strategies, "strategy", nil, "strategy to evaluate (repeatable; default structured, narrative, truncate)")
 	fl.StringVar(&o.jsonPath, "json-file", "", "also write the report as JSON to this file")
 	fl.BoolVar(&o.json, "json", false, "print the report as JSON instead of the table")
-	fl.StringVar(&o.charts, "charts", "", "write an SVG chart per session (context tokens over turns, compactions marked) into this directory")
+	fl.StringVar(&o.charts, "charts", "", "write an SVG chart per session (context tokens over turns, compactions marked; with --cost: cumulative cost over time per policy) into this directory")
 	fl.BoolVar(&o.inProcess, "in-process", false, "run the built-in strategies linked in rather than as wasm")
 	fl.BoolVar(&o.truncateOutputs, "truncate-outputs", false, "cap tool results with the truncators before appending them")
 	fl.StringVar(&o.engine.pluginsDir, "plugins-dir", "", "directory of plugins, for strategies beyond the built-ins")
@@ -168,7 +171,7 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 			return usageError{fmt.Errorf("%s %g: want a percentage from 0 to 100", f.name, f.v)}
 		}
 	}
-	if o.probes != "" && (len(o.strategies) > 1 || len(o.windows) > 1 || o.charts != "" || o.truncateOutputs) {
+	if o.probes != "" && (len(o.strategies) > 1 || len(o.windows) > 1 || (o.charts != "" && !o.costMode) || o.truncateOutputs) {
 		return usageError{errors.New("--probes scores one strategy at one window: give --strategy and --context-window at most once, without --charts or --truncate-outputs")}
 	}
 	if o.maxOutput != 0 && !o.costMode {
@@ -232,14 +235,7 @@ func runEval(ctx context.Context, g *globals, o *evalOptions, args []string) err
 	if err := writeEvalReport(g, o, rep); err != nil {
 		return err
 	}
-	if o.charts != "" {
-		files, err := rep.WriteCharts(o.charts)
-		if err != nil {
-			return err
-		}
-		g.say(fmt.Sprintf("wrote %d charts to %s", len(files), o.charts))
-	}
-	return nil
+	return writeEvalCharts(g, o.charts, rep.WriteCharts)
 }
 
 // runProbes is eval --probes: one strategy at one window, scored against
@@ -277,8 +273,8 @@ func runProbes(ctx context.Context, g *globals, o *evalOptions, opts eval.Option
 
 // runEvalCost is eval --cost.
 func runEvalCost(g *globals, o *evalOptions, args []string) error {
-	if len(o.strategies) > 0 || o.charts != "" || len(o.windows) > 1 {
-		return usageError{errors.New("--cost replays recorded calls at one window: give --context-window at most once, without --strategy or --charts")}
+	if len(o.strategies) > 0 || len(o.windows) > 1 {
+		return usageError{errors.New("--cost replays recorded calls at one window: give --context-window at most once, without --strategy")}
 	}
 	if !(o.coldShare > 0 && o.coldShare <= 1) {
 		return usageError{fmt.Errorf("--cold-share %g: want a share above 0, at most 1", o.coldShare)}
@@ -304,7 +300,24 @@ func runEvalCost(g *globals, o *evalOptions, args []string) error {
 	case err != nil:
 		return err
 	}
-	return writeEvalReport(g, o, rep)
+	if err := writeEvalReport(g, o, rep); err != nil {
+		return err
+	}
+	return writeEvalCharts(g, o.charts, rep.WriteCharts)
+}
+
+// writeEvalCharts writes a report's charts with write into dir, when
+// --charts gives one.
+func writeEvalCharts(g *globals, dir string, write func(dir string) ([]string, error)) error {
+	if dir == "" {
+		return nil
+	}
+	files, err := write(dir)
+	if err != nil {
+		return err
+	}
+	g.say(fmt.Sprintf("wrote %d charts to %s", len(files), dir))
+	return nil
 }
 
 // evalReport is what each kind of eval reports: a table for people, JSON

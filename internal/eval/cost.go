@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -96,6 +97,11 @@ type CostSession struct {
 	// replays are measured against.
 	BilledUSD float64      `json:"billed_usd"`
 	Policies  []PolicyCost `json:"policies"`
+
+	// window is the context window replayed at; billed is the recorded
+	// usage call by call, in the order of Policies' steps.
+	window int
+	billed []cost.Step
 }
 
 // PolicyCost is the outcome of one policy.
@@ -228,7 +234,7 @@ func costSession(path string, opts CostOptions, pr *prober) (cs *CostSession, sk
 		ttl = latestTTL(reqs)
 	}
 	cs = &CostSession{Session: filepath.Base(path), Model: model, Calls: len(reqs), Budget: b.Input,
-		CacheTTL: map[bool]string{true: "1h", false: "5m"}[ttl >= cost.TTL1h], BilledUSD: cost.BillRequests(prices, reqs).USD}
+		CacheTTL: map[bool]string{true: "1h", false: "5m"}[ttl >= cost.TTL1h], BilledUSD: cost.BillRequests(prices, reqs).USD, window: b.ContextWindow}
 	summaryPrices := prices
 	cs.CompactionModel = opts.CompactionModel
 	if cs.CompactionModel == "" && known {
@@ -242,21 +248,31 @@ func costSession(path string, opts CostOptions, pr *prober) (cs *CostSession, sk
 	// Each conversation of the file (the main one and every sub-agent's)
 	// has its own prompt and cache, and is replayed on its own.
 	var threads [][]cost.Call
+	var billed [][]cost.Step
 	for _, rs := range splitThreads(reqs) {
 		threads = append(threads, cost.CallsOf(rs))
+		var steps []cost.Step
+		for _, r := range rs {
+			steps = append(steps, cost.Step{Time: r.Time, USD: r.USD(prices)})
+		}
+		billed = append(billed, steps)
 	}
+	cs.billed = mergeSteps(billed)
 	for _, calls := range threads {
 		cs.HeadTokens = max(cs.HeadTokens, head(calls))
 	}
 	for _, name := range opts.Policies {
 		total := PolicyCost{Policy: name}
+		var steps [][]cost.Step
 		for _, calls := range threads {
 			pc, err := replayPolicy(name, calls, prices, summaryPrices, ttl, b, cs.HeadTokens, opts.ColdShare)
 			if err != nil {
 				return nil, "", err
 			}
 			addOutcome(&total, pc)
+			steps = append(steps, pc.Steps)
 		}
+		total.Steps = mergeSteps(steps)
 		cs.Policies = append(cs.Policies, total)
 	}
 	if pr != nil {
@@ -290,14 +306,18 @@ func splitThreads(reqs []cost.Request) [][]cost.Request {
 func replayPolicy(name string, calls []cost.Call, prices, summaryPrices cost.Prices, ttl time.Duration, b host.Budget, head int, coldShare float64) (PolicyCost, error) {
 	pc := PolicyCost{Policy: name}
 	if name == PolicyAgent {
-		pc.Calls = cost.Replay(prices, ttl, calls)
-		pc.USD = pc.Calls.USD
+		// cost.Replay a call at a time, for each call's cost.
+		rp := cost.Replayer{TTL: ttl}
 		for _, c := range calls {
+			r := rp.Send(c)
+			pc.Calls.Add(prices, r)
+			pc.Steps = append(pc.Steps, cost.Step{Time: c.Time, USD: r.USD(prices), Compacted: c.Rewritten})
 			pc.PromptTokens += c.PromptTokens
 			if c.Rewritten {
 				pc.Compactions++
 			}
 		}
+		pc.USD = pc.Calls.USD
 		return pc, nil
 	}
 	// A compaction leaves what the first call sent (the agent's system
@@ -324,6 +344,29 @@ func replayPolicy(name string, calls []cost.Call, prices, summaryPrices cost.Pri
 	return pc, err
 }
 
+// mergeSteps puts the steps of a file's conversations in one order: by
+// time, a step without one at the time of the step before it in its
+// conversation; when no step has a time, one conversation after another.
+func mergeSteps(threads [][]cost.Step) []cost.Step {
+	var out []cost.Step
+	timed := false
+	for _, steps := range threads {
+		var at time.Time
+		for _, s := range steps {
+			if s.Time.IsZero() {
+				s.Time = at
+			}
+			at, timed = s.Time, timed || !s.Time.IsZero()
+			out = append(out, s)
+		}
+	}
+	if timed {
+		slices.SortStableFunc(out, func(a, b cost.Step) int { return a.Time.Compare(b.Time) })
+	}
+	return out
+}
+
+// addOutcome adds pc to the total t; the steps stay each session's own.
 func addOutcome(t *PolicyCost, pc PolicyCost) {
 	if pc.Probe != nil {
 		if t.Probe == nil {
