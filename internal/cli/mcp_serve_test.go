@@ -20,6 +20,7 @@ import (
 	"github.com/compact-host/compact-host/host"
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/plugin/wasm"
+	"github.com/compact-host/compact-host/internal/mcptest"
 	"github.com/compact-host/compact-host/internal/server"
 )
 
@@ -90,10 +91,10 @@ func TestMCPRecallsAServeSession(t *testing.T) {
 	}
 	require.NotEmpty(t, ref, "the summary has a tool-output marker: %s", summary)
 	cs := mcpClientEnv(t, map[string]string{"SERVE_TOKEN": "s3cret-token"}, "--session", id, "--serve-url", ts.URL, "--serve-token-env", "SERVE_TOKEN")
-	text, isErr := callText(t, cs, "recall", map[string]any{"ref": "[recall:" + ref + "]"})
+	text, isErr := mcptest.Call(t, cs, "recall", map[string]any{"ref": "[recall:" + ref + "]"})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "-original\nthe original output")
-	text, isErr = callText(t, cs, "search", map[string]any{"query": "part-3-original"})
+	text, isErr = mcptest.Call(t, cs, "search", map[string]any{"query": "part-3-original"})
 	require.False(t, isErr, text)
 	assert.Equal(t, 1, strings.Count(text, "[recall:t-"), text)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/recall"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/mcptest"
 	"github.com/compact-host/compact-host/internal/recallstore"
 )
 
@@ -53,19 +54,19 @@ func TestMCPServesAProxyConversationFromTheStore(t *testing.T) {
 	require.NoError(t, disk.Close())
 
 	cs := mcpClient(t, "--store", dir, "--conversation", mine)
-	text, isErr := callText(t, cs, "recall", map[string]any{"ref": "[recall:" + key.ToolRef("call_4") + "]"})
+	text, isErr := mcptest.Call(t, cs, "recall", map[string]any{"ref": "[recall:" + key.ToolRef("call_4") + "]"})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "kept-mine-4\n")
-	text, isErr = callText(t, cs, "recall", map[string]any{"ref": key.SpanRef("anthropic-1", "anthropic-4")})
+	text, isErr = mcptest.Call(t, cs, "recall", map[string]any{"ref": key.SpanRef("anthropic-1", "anthropic-4")})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "kept-mine-1\n")
-	text, isErr = callText(t, cs, "search", map[string]any{"query": "kept-mine-5"})
+	text, isErr = mcptest.Call(t, cs, "search", map[string]any{"query": "kept-mine-5"})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, key.ToolRef("call_5"))
 	// Another tenant's conversation's markers, and references that are
 	// no marker, name nothing of it.
 	for _, ref := range []string{theirs.ToolRef("call_4"), theirs.SpanRef("anthropic-1", "anthropic-4"), "t-../../etc/passwd", "../" + mine, strings.Repeat("t-0", 100000)} {
-		text, isErr = callText(t, cs, "recall", map[string]any{"ref": ref})
+		text, isErr = mcptest.Call(t, cs, "recall", map[string]any{"ref": ref})
 		assert.True(t, isErr, "%.40s: %s", ref, text)
 		assert.NotContains(t, text, "kept-")
 	}

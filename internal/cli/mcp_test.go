@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/compact-host/compact-host/abi"
+	"github.com/compact-host/compact-host/internal/mcptest"
 )
 
 // mcpClient runs `compact-host mcp ARGS` in process over a pipe and
@@ -59,21 +60,6 @@ func mcpClientEnv(t *testing.T, env map[string]string, args ...string) *mcp.Clie
 	return cs
 }
 
-func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	require.NoError(t, err)
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError
-}
-
 // The markers compact --in-place writes into an agent's file resolve
 // through `compact-host mcp --session-file`, after a second compaction
 // merged the first summary too, and in a Codex rollout the agent had
@@ -111,7 +97,7 @@ func TestMCPRecallsWhatCompactInPlaceFolded(t *testing.T) {
 			require.Len(t, tools.Tools, 2)
 			spans, outputs := 0, 0
 			for _, ref := range second {
-				text, isErr := callText(t, cs, "recall", map[string]any{"ref": ref})
+				text, isErr := mcptest.Call(t, cs, "recall", map[string]any{"ref": ref})
 				require.False(t, isErr, "recall %s: %s", ref, text)
 				require.True(t, strings.HasPrefix(text, "[recall:"+ref+"] page 1 of "), text)
 				if ref[0] == 't' {
@@ -125,14 +111,14 @@ func TestMCPRecallsWhatCompactInPlaceFolded(t *testing.T) {
 			assert.Positive(t, spans)
 			assert.Positive(t, outputs)
 
-			text, isErr := callText(t, cs, "recall", map[string]any{"ref": "t-0123456789abcdef"})
+			text, isErr := mcptest.Call(t, cs, "recall", map[string]any{"ref": "t-0123456789abcdef"})
 			assert.True(t, isErr)
 			assert.Contains(t, text, "no such marker in this conversation")
-			text, isErr = callText(t, cs, "recall", map[string]any{"ref": "../../../etc/passwd"})
+			text, isErr = mcptest.Call(t, cs, "recall", map[string]any{"ref": "../../../etc/passwd"})
 			assert.True(t, isErr)
 			assert.Contains(t, text, "not a marker reference")
 			assert.NotContains(t, text, path)
-			text, isErr = callText(t, cs, "search", map[string]any{"query": strings.Repeat("q", 2000)})
+			text, isErr = mcptest.Call(t, cs, "search", map[string]any{"query": strings.Repeat("q", 2000)})
 			assert.True(t, isErr)
 			assert.Contains(t, text, "over the limit")
 		})

@@ -21,6 +21,7 @@ import (
 	"github.com/compact-host/compact-host/host/store"
 	"github.com/compact-host/compact-host/host/store/redisstore"
 	"github.com/compact-host/compact-host/host/store/storetest"
+	"github.com/compact-host/compact-host/internal/mcptest"
 	"github.com/compact-host/compact-host/internal/recallmcp"
 	"github.com/compact-host/compact-host/internal/recallstore"
 	"github.com/compact-host/compact-host/internal/tenant"
@@ -102,19 +103,6 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func callTool(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	require.NoError(t, err)
-	var b strings.Builder
-	for _, c := range res.Content {
-		b.WriteString(c.(*mcp.TextContent).Text)
-	}
-	return b.String(), res.IsError
-}
-
 // The proxy keeps what it folded in its disk store: every marker of the
 // summary it wrote resolves through its MCP endpoint, for the credential
 // that sent the conversation, to the original text; the summary says the
@@ -141,7 +129,7 @@ func TestProxyRecallsWhatItFolded(t *testing.T) {
 	defer cs.Close()
 	spans := 0
 	for _, m := range refs {
-		text, isErr := callTool(t, cs, recallmcp.ToolRecall, map[string]any{"ref": m[1]})
+		text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": m[1]})
 		require.False(t, isErr, "recall of %s: %s", m[1], text)
 		assert.Contains(t, text, "ORIGINAL-mine-", "the original behind %s", m[1])
 		if strings.HasPrefix(m[1], "t-") {
@@ -154,7 +142,7 @@ func TestProxyRecallsWhatItFolded(t *testing.T) {
 		}
 	}
 	assert.Positive(t, spans, "the span marker resolves too")
-	text, isErr := callTool(t, cs, recallmcp.ToolSearch, map[string]any{"query": "ORIGINAL-mine-01"})
+	text, isErr := mcptest.Call(t, cs, recallmcp.ToolSearch, map[string]any{"query": "ORIGINAL-mine-01"})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "[recall:t-", text)
 
@@ -193,7 +181,7 @@ func TestProxyRecallsWhatItFolded(t *testing.T) {
 	require.NoError(t, err)
 	defer other.Close()
 	for _, tool := range []string{recallmcp.ToolRecall, recallmcp.ToolSearch} {
-		text, isErr = callTool(t, other, tool, map[string]any{"ref": refs[0][1], "query": "ORIGINAL"})
+		text, isErr = mcptest.Call(t, other, tool, map[string]any{"ref": refs[0][1], "query": "ORIGINAL"})
 		assert.True(t, isErr, "%s for another credential: %s", tool, text)
 		assert.NotContains(t, text, "ORIGINAL")
 	}
@@ -237,7 +225,7 @@ func TestProxyKeepsEachConversationApart(t *testing.T) {
 	require.NoError(t, err)
 	defer cs.Close()
 	for tag, ref := range refOf {
-		text, isErr := callTool(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
+		text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
 		require.False(t, isErr, text)
 		assert.Contains(t, text, "ORIGINAL-"+tag+"-")
 	}
@@ -316,14 +304,14 @@ func TestProxyReplicasRecallFromRedis(t *testing.T) {
 	cs, err := mcpClient(t, b.srv.URL, map[string]string{"X-Api-Key": key})
 	require.NoError(t, err)
 	defer cs.Close()
-	text, isErr := callTool(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
+	text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "ORIGINAL-shared-")
 
 	cs2, err := mcpClient(t, other.srv.URL, map[string]string{"X-Api-Key": key})
 	require.NoError(t, err)
 	defer cs2.Close()
-	text, isErr = callTool(t, cs2, recallmcp.ToolRecall, map[string]any{"ref": ref})
+	text, isErr = mcptest.Call(t, cs2, recallmcp.ToolRecall, map[string]any{"ref": ref})
 	assert.True(t, isErr, text)
 	assert.NotContains(t, text, "ORIGINAL")
 }
@@ -390,7 +378,7 @@ func TestProxyRecallsAChatCompletionsConversation(t *testing.T) {
 	cs, err := mcpClient(t, r.srv.URL, map[string]string{"Authorization": "Bearer " + key})
 	require.NoError(t, err)
 	defer cs.Close()
-	text, isErr := callTool(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
+	text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
 	require.False(t, isErr, text)
 	i := strings.Index(text, "ORIGINAL-chat-")
 	require.GreaterOrEqual(t, i, 0, text)

@@ -20,6 +20,7 @@ import (
 	"github.com/compact-host/compact-host/host/plugin"
 	"github.com/compact-host/compact-host/host/plugin/wasm"
 	"github.com/compact-host/compact-host/host/recall"
+	"github.com/compact-host/compact-host/internal/mcptest"
 	"github.com/compact-host/compact-host/internal/recallmcp"
 	"github.com/compact-host/compact-host/internal/server"
 	"github.com/compact-host/compact-host/internal/testwasm"
@@ -133,7 +134,7 @@ func TestServeSessionRecall(t *testing.T) {
 	require.NotEmpty(t, tools, "the summary names tool outputs: %s", summary)
 	early, late := 0, 0
 	for _, ref := range tools {
-		text, isErr := call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": "[recall:" + ref + "]"})
+		text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": "[recall:" + ref + "]"})
 		require.False(t, isErr, "%s: %s", ref, text)
 		require.Contains(t, text, "needle-one-")
 		assert.Contains(t, text, "of the output of part", "the output word for word")
@@ -150,17 +151,17 @@ func TestServeSessionRecall(t *testing.T) {
 	assert.Positive(t, late, "markers of the second compaction resolve")
 	for _, ref := range abi.MarkersIn(summary) {
 		if strings.HasPrefix(ref, "s-") {
-			text, isErr := call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
+			text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
 			require.False(t, isErr, "%s: %s", ref, text)
 			assert.Contains(t, text, "needle-one-")
 		}
 	}
 
-	text, isErr := call(t, cs, recallmcp.ToolSearch, map[string]any{"query": `needle-one-4\d found`, "regexp": true, "limit": 50})
+	text, isErr := mcptest.Call(t, cs, recallmcp.ToolSearch, map[string]any{"query": `needle-one-4\d found`, "regexp": true, "limit": 50})
 	require.False(t, isErr, text)
 	assert.Equal(t, 10, strings.Count(text, "[recall:t-"), text)
 	ref := text[strings.Index(text, "[recall:")+len("[recall:") : strings.Index(text, "]")]
-	text, isErr = call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
+	text, isErr = mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "needle-one-4")
 
@@ -180,7 +181,7 @@ func TestServeSessionRecall(t *testing.T) {
 	// in this one.
 	putServeSession(t, ts, "alice-token", "ticket-2", append([]abi.Message{{Role: abi.RoleUser, Content: []abi.Block{{Type: abi.BlockText, Text: "Another task."}}}}, turns("two", 0, 30)...))
 	for _, other := range abi.MarkersIn(serveSummary(t, ts, "alice-token", "ticket-2")) {
-		text, isErr := call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": other})
+		text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": other})
 		assert.True(t, isErr, other)
 		assert.NotContains(t, text, "needle-")
 	}
@@ -197,7 +198,7 @@ func TestServeSessionRecall(t *testing.T) {
 	} {
 		cs := connect(t, recallmcp.NewServer(bad, "test"))
 		for _, tool := range []string{recallmcp.ToolRecall, recallmcp.ToolSearch} {
-			text, isErr := call(t, cs, tool, map[string]any{"ref": tools[0], "query": "needle"})
+			text, isErr := mcptest.Call(t, cs, tool, map[string]any{"ref": tools[0], "query": "needle"})
 			assert.True(t, isErr, "%+v: %s", bad, text)
 			assert.NotContains(t, text, "needle-", "%+v", bad)
 			assert.NotContains(t, text, "alice-token", "%+v: the error names no secret", bad)
@@ -212,7 +213,7 @@ func TestServeSessionRecall(t *testing.T) {
 	status, body := serveCall(t, ts, "alice-token", http.MethodDelete, "/v1/sessions/ticket-1", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	putServeSession(t, ts, "alice-token", "ticket-1", opening)
-	text, isErr = call(t, connect(t, recallmcp.NewServer(&recallmcp.ServeSource{URL: ts.URL, Session: "ticket-1", Token: "alice-token"}, "test")), recallmcp.ToolSearch, map[string]any{"query": "needle-one"})
+	text, isErr = mcptest.Call(t, connect(t, recallmcp.NewServer(&recallmcp.ServeSource{URL: ts.URL, Session: "ticket-1", Token: "alice-token"}, "test")), recallmcp.ToolSearch, map[string]any{"query": "needle-one"})
 	require.False(t, isErr, text)
 	assert.Equal(t, "no match", text)
 }

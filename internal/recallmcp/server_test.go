@@ -16,6 +16,7 @@ import (
 
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/recall"
+	"github.com/compact-host/compact-host/internal/mcptest"
 	"github.com/compact-host/compact-host/internal/recallmcp"
 )
 
@@ -55,19 +56,6 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	require.NoError(t, err)
-	var b strings.Builder
-	for _, c := range res.Content {
-		b.WriteString(c.(*mcp.TextContent).Text)
-	}
-	return b.String(), res.IsError
-}
-
 // Over streamable HTTP with a token: the right token reaches the tools,
 // a wrong or missing one gets 401, a body over the limit 413; a marker
 // of another conversation (as another tenant's would be) is a tool error
@@ -103,17 +91,17 @@ func TestHTTPServer(t *testing.T) {
 	require.NoError(t, err)
 	defer cs.Close()
 
-	text, isErr := call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": "[recall:" + key.ToolRef("call_3") + "]"})
+	text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": "[recall:" + key.ToolRef("call_3") + "]"})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "secret-mine-3")
 
 	_, other := conversation("theirs", 40)
 	for _, ref := range []string{other.ToolRef("call_3"), other.SpanRef("a1", "r2")} {
-		text, isErr = call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
+		text, isErr = mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
 		assert.True(t, isErr)
 		assert.NotContains(t, text, "secret-")
 	}
-	text, isErr = call(t, cs, recallmcp.ToolSearch, map[string]any{"query": `secret-mine-(7|8)\b`, "regexp": true})
+	text, isErr = mcptest.Call(t, cs, recallmcp.ToolSearch, map[string]any{"query": `secret-mine-(7|8)\b`, "regexp": true})
 	require.False(t, isErr, text)
 	assert.Equal(t, 2, strings.Count(text, "[recall:t-"), text)
 

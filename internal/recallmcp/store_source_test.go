@@ -17,6 +17,7 @@ import (
 	"github.com/compact-host/compact-host/abi"
 	"github.com/compact-host/compact-host/host/recall"
 	"github.com/compact-host/compact-host/host/store"
+	"github.com/compact-host/compact-host/internal/mcptest"
 	"github.com/compact-host/compact-host/internal/recallmcp"
 	"github.com/compact-host/compact-host/internal/recallstore"
 )
@@ -52,20 +53,20 @@ func TestStoreSourceKeepsTenantsApart(t *testing.T) {
 	srv := recallmcp.NewServer(&recallmcp.StoreSource{Sessions: disk, Tenant: "tenant-a"}, "test")
 	cs := connect(t, srv)
 	for opening, key := range map[string]recall.Key{"a-first": ka1, "a-second": ka2} {
-		text, isErr := call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": key.ToolRef("call_2")})
+		text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": key.ToolRef("call_2")})
 		require.False(t, isErr, text)
 		assert.Contains(t, text, "secret-"+opening+"-2\n")
 	}
-	text, isErr := call(t, cs, recallmcp.ToolSearch, map[string]any{"query": "secret-a-", "limit": 30})
+	text, isErr := mcptest.Call(t, cs, recallmcp.ToolSearch, map[string]any{"query": "secret-a-", "limit": 30})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "secret-a-first", "search covers the tenant's conversations")
 	assert.Contains(t, text, "secret-a-second")
 	for _, ref := range []string{kb1.ToolRef("call_2"), kb1.SpanRef("a1", "r3"), "t-../../../etc/passwd", "s-" + strings.Repeat("0", 5000)} {
-		text, isErr := call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
+		text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": ref})
 		assert.True(t, isErr, ref)
 		assert.NotContains(t, text, "secret-")
 	}
-	text, isErr = call(t, cs, recallmcp.ToolSearch, map[string]any{"query": "secret-b"})
+	text, isErr = mcptest.Call(t, cs, recallmcp.ToolSearch, map[string]any{"query": "secret-b"})
 	require.False(t, isErr, text)
 	assert.Equal(t, "no match", text)
 
@@ -94,11 +95,11 @@ func TestStoreSourceUnderLoad(t *testing.T) {
 	cs := connect(t, recallmcp.NewServer(src, "test"))
 
 	bigRef := key.ToolRef("call_4") // msgs[10] is call_4's result
-	text, isErr := call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": bigRef})
+	text, isErr := mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": bigRef})
 	require.False(t, isErr, text)
 	assert.LessOrEqual(t, len(text), recall.PageBytes+512)
 	assert.Contains(t, text, fmt.Sprintf("of %d,", recall.MaxPages))
-	text, isErr = call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": bigRef, "page": recall.MaxPages + 1})
+	text, isErr = mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": bigRef, "page": recall.MaxPages + 1})
 	assert.True(t, isErr, text)
 
 	var wg sync.WaitGroup
@@ -116,7 +117,7 @@ func TestStoreSourceUnderLoad(t *testing.T) {
 	wg.Wait()
 
 	later := key.ToolRef("call_30")
-	text, isErr = call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": later})
+	text, isErr = mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": later})
 	assert.True(t, isErr, "not kept yet: %s", text)
 	w := recallstore.Write{Tenant: "t", Keys: []recall.Key{key}, Messages: msgs, Through: len(msgs)}
 	w.Conversation = kept(t, store.NewMemory(), "t", msgs[:21], key) // the same ID
@@ -125,7 +126,7 @@ func TestStoreSourceUnderLoad(t *testing.T) {
 	}
 	_, err := recallstore.Keep(ctx, st, w)
 	require.NoError(t, err)
-	text, isErr = call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": later})
+	text, isErr = mcptest.Call(t, cs, recallmcp.ToolRecall, map[string]any{"ref": later})
 	require.False(t, isErr, text)
 	assert.Contains(t, text, "secret-load-30\n")
 }
@@ -181,17 +182,13 @@ func connect(t *testing.T, srv *mcp.Server) *mcp.ClientSession {
 
 // callNoT is call for a goroutine: errors are part of the answer.
 func callNoT(cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mcptest.CallTimeout)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	text, isErr, err := mcptest.CallTool(ctx, cs, tool, args)
 	if err != nil {
 		return err.Error(), true
 	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		b.WriteString(c.(*mcp.TextContent).Text)
-	}
-	return b.String(), res.IsError
+	return text, isErr
 }
 
 // The indexes read stay within the cache's bound, the oldest leaving
