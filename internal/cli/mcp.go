@@ -34,8 +34,9 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Short: "Serve the recall and search tools over MCP, so the model can read what a compaction folded",
 		Long: `A summary compact-host writes names what it folded with markers:
 [recall:s-…] for the folded messages and [recall:t-…] for each large tool
-output. The originals stay where they were: in the agent's session file, or
-the session log. 'compact-host mcp' is a Model Context Protocol server that
+output. The originals stay where they were: in the agent's session file or
+the session log, in the proxy's store, or beside a session of serve.
+'compact-host mcp' is a Model Context Protocol server that
 gives the agent two tools over them:
 
   recall(ref, page)          the original behind a marker, word for word,
